@@ -1,0 +1,2 @@
+mod dtype;
+pub use dtype::DType;
