@@ -1,6 +1,22 @@
 //! TiledZarr streams raw row-major frames into compressed, sharded Zarr v3
 //! stores: it tiles the stream, compresses every tile, groups the tiles by
-//! shard and hands each complete shard to a sink.
+//! shard and hands each complete shard to a sink (a callback or the built-in
+//! filesystem store).
+//!
+//! Layers, each depending only on those above it: [`layout`] (index math),
+//! [`config`], [`codec`], [`shard`], [`sink`], [`pipeline`], [`backend`] and
+//! the C ABI in `ffi`.
 
-pub mod layout;
+pub mod backend;
+pub mod codec;
 pub mod config;
+mod error;
+pub mod layout;
+pub mod pipeline;
+pub mod shard;
+pub mod sink;
+pub mod synth;
+
+pub use config::{Config, DType};
+pub use error::{Error, Result};
+pub use pipeline::{Stream, Summary};

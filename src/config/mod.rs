@@ -1,2 +1,26 @@
+//! The public configuration: Rust types with their JSON form, validated once
+//! into a [`Validated`] whose every error names the field and the rule.
+//!
+//! ```json
+//! {
+//!   "dtype": "uint16",
+//!   "dimensions": [
+//!     {"name": "t", "size": 0,    "tile": 32,  "tiles_per_shard": 1},
+//!     {"name": "y", "size": 2048, "tile": 128, "tiles_per_shard": 4},
+//!     {"name": "x", "size": 2048, "tile": 128, "tiles_per_shard": 4}
+//!   ],
+//!   "codec": {"name": "zstd", "level": 1},
+//!   "backend": "auto",
+//!   "store": {"path": "acquisition.zarr", "overwrite": false}
+//! }
+//! ```
+
 mod dtype;
+mod error;
+mod schema;
+mod validate;
+
 pub use dtype::DType;
+pub use error::ConfigError;
+pub use schema::{BackendChoice, Codec, Config, Dimension, IndexLocation, Store};
+pub use validate::{Validated, MAX_THREADS, ZSTD_LEVELS};

@@ -1,0 +1,449 @@
+#!/usr/bin/env python3
+"""Peer benchmark: how fast do acquire-zarr and tensorstore write the same frames
+into a sharded Zarr v3 store.
+
+    bench-peers.py --raw FILE --dtype uint16 --frame-shape 2048,2048 --frames N \\
+        --chunk 32,32,32 --shard 32,512,512 --level 1 --out-dir DIR --reps 3 \\
+        [--json OUT.json] [--peers acquire-zarr-blosc,acquire-zarr-zstd,tensorstore] \\
+        [--no-verify] [--generate]
+
+The raw file holds N little-endian row-major frames of --frame-shape; the array
+written is (N, *frame_shape), dimension 0 being the append (time) dimension.
+--chunk is the inner chunk (tile) shape and --shard the shard shape, both in
+elements and of full rank. All frames are loaded into memory first; only the
+writing is timed: from just before the first write to just after the store is
+closed (acquire-zarr) or every write has been committed (tensorstore). Opening
+the writer (creating the stream / the array metadata) happens before the clock
+starts and is reported separately. Nothing is fsync'ed inside the timed region,
+for any peer; os.sync() runs before each rep so that no rep pays for the
+write-back of the one before.
+
+Peers:
+  acquire-zarr-blosc  acquire-zarr, Blosc1 + zstd level L, byte shuffle, frame by frame
+  acquire-zarr-zstd   acquire-zarr, plain zstd level L (no shuffle), frame by frame;
+                      skipped with a note when the installed acquire-zarr lacks it
+  tensorstore         tensorstore zarr3 driver, sharding_indexed with bytes(little)+zstd L
+                      inside and bytes+crc32c index, one write per shard-row slab
+                      (dimension 0 extent of a shard), all writes in flight at once
+  tensorstore-frames  same codecs, one write per frame inside one transaction per
+                      shard-row, committed when the row is complete (streaming use)
+
+GB/s counts 1e9 bytes of input per second. The ratio is input bytes / bytes of
+all files of the written store. With --verify (default) one output of each peer
+is read back with zarr-python and compared bit-exactly with the input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+import traceback
+
+import numpy as np
+
+ALL_PEERS = ("acquire-zarr-blosc", "acquire-zarr-zstd", "tensorstore", "tensorstore-frames")
+DEFAULT_PEERS = ("acquire-zarr-blosc", "acquire-zarr-zstd", "tensorstore")
+DTYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+          "float32", "float64")
+
+
+class Skip(Exception):
+    """The peer cannot do what was asked with the installed version (not a failure)."""
+
+
+def ints(text, what):
+    try:
+        vals = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit("%s: expected comma separated integers, got %r" % (what, text))
+    if not vals or any(v <= 0 for v in vals):
+        raise SystemExit("%s: extents must be positive, got %r" % (what, text))
+    return vals
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n\n".join(__doc__.split("\n\n")[2:]))
+    p.add_argument("--raw", required=True, help="raw frames file")
+    p.add_argument("--dtype", default="uint16", choices=DTYPES)
+    p.add_argument("--frame-shape", required=True, help="e.g. 2048,2048")
+    p.add_argument("--frames", required=True, type=int, help="number of frames N")
+    p.add_argument("--chunk", required=True, help="chunk (tile) shape, full rank, e.g. 32,32,32")
+    p.add_argument("--shard", required=True, help="shard shape in elements, full rank, e.g. 32,512,512")
+    p.add_argument("--level", type=int, default=1, help="zstd level (default 1)")
+    p.add_argument("--out-dir", required=True, help="where the stores are written")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--json", help="write the results as JSON here")
+    p.add_argument("--peers", default=",".join(DEFAULT_PEERS),
+                   help="comma separated, from: %s (default: %s)" % (",".join(ALL_PEERS), ",".join(DEFAULT_PEERS)))
+    p.add_argument("--verify", dest="verify", action="store_true", default=True,
+                   help="read one output of each peer back and compare (default)")
+    p.add_argument("--no-verify", dest="verify", action="store_false")
+    p.add_argument("--threads", type=int, default=0,
+                   help="acquire-zarr max_threads (0: its default, all cores)")
+    p.add_argument("--keep", action="store_true", help="keep the last store of each peer")
+    p.add_argument("--generate", action="store_true",
+                   help="first write synthetic frames (structured + noise) to --raw, replacing it")
+    a = p.parse_args(argv)
+    a.frame_shape = ints(a.frame_shape, "--frame-shape")
+    a.chunk = ints(a.chunk, "--chunk")
+    a.shard = ints(a.shard, "--shard")
+    a.peers = [x.strip() for x in a.peers.split(",") if x.strip()]
+    bad = [x for x in a.peers if x not in ALL_PEERS]
+    if bad or not a.peers:
+        p.error("--peers: unknown %s; choose from %s" % (bad, ",".join(ALL_PEERS)))
+    rank = 1 + len(a.frame_shape)
+    if len(a.chunk) != rank or len(a.shard) != rank:
+        p.error("--chunk and --shard must have rank %d (1 + frame rank)" % rank)
+    if any(s % c for s, c in zip(a.shard, a.chunk)):
+        p.error("--shard %s must be a whole multiple of --chunk %s" % (a.shard, a.chunk))
+    if a.frames <= 0 or a.reps <= 0:
+        p.error("--frames and --reps must be positive")
+    return a
+
+
+# --------------------------------------------------------------------------- data
+
+def generate(path, dtype, frames, frame_shape, seed=1234):
+    """Frames that compress like microscope data: smooth background, a few
+    moving bright spots, and a few bits of noise."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    grids = np.meshgrid(*[np.linspace(0.0, 1.0, n, dtype=np.float32) for n in frame_shape],
+                        indexing="ij", sparse=True)
+    base = 200.0 + 100.0 * sum(np.sin((3.0 + i) * g * np.pi) for i, g in enumerate(grids))
+    centers = rng.random((8, len(frame_shape)), dtype=np.float32)
+    vel = (rng.random((8, len(frame_shape)), dtype=np.float32) - 0.5) * 0.02
+    if dt.kind in "ui":
+        hi = min(np.iinfo(dt).max, 4000)
+    else:
+        hi = 4000
+    with open(path, "wb") as f:
+        for t in range(frames):
+            img = np.array(np.broadcast_to(base, frame_shape), dtype=np.float32)
+            for c, v in zip(centers, vel):
+                pos = (c + t * v) % 1.0
+                d2 = sum((g - p) ** 2 for g, p in zip(grids, pos))
+                img += 1500.0 * np.exp(-d2 / 0.002)
+            noise = rng.integers(0, 32, size=frame_shape, dtype=np.int32).astype(np.float32)
+            img += noise
+            if dt.kind in "ui":
+                lo = np.iinfo(dt).min if dt.kind == "i" else 0
+                out = np.clip(np.rint(img), max(lo, 0), hi).astype(dt)
+            else:
+                out = img.astype(dt)
+            out.astype(dt.newbyteorder("<"), copy=False).tofile(f)
+
+
+def load_frames(a):
+    dt = np.dtype(a.dtype).newbyteorder("<")
+    per_frame = int(np.prod(a.frame_shape))
+    need = a.frames * per_frame
+    have = os.path.getsize(a.raw) // dt.itemsize
+    if have < need:
+        raise SystemExit("%s holds %d elements, %d frames of %s need %d"
+                         % (a.raw, have, a.frames, a.frame_shape, need))
+    data = np.fromfile(a.raw, dtype=dt, count=need)
+    data = data.astype(np.dtype(a.dtype), copy=False)  # native order (no copy on little-endian)
+    return np.ascontiguousarray(data.reshape((a.frames,) + tuple(a.frame_shape)))
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.path.getsize(os.path.join(root, name))
+    return total
+
+
+def dim_names(rank):
+    spatial = ["z", "y", "x"] if rank - 1 <= 3 else ["d%d" % i for i in range(1, rank)]
+    return ["t"] + spatial[-(rank - 1):]
+
+
+# -------------------------------------------------------------------------- peers
+
+class AcquireZarrPeer:
+    """acquire-zarr, frames appended one at a time, stream closed in the timed region."""
+
+    def __init__(self, name, a):
+        import acquire_zarr as az
+        self.az = az
+        self.name = name
+        self.a = a
+        self.version = importlib.metadata.version("acquire-zarr")
+        if name == "acquire-zarr-zstd":
+            if not (hasattr(az.Compressor, "ZSTD") and hasattr(az.CompressionCodec, "ZSTD")):
+                raise Skip("acquire-zarr %s has no plain zstd compressor (only Blosc); skipped"
+                           % self.version)
+            self.compression = az.CompressionSettings(
+                compressor=az.Compressor.ZSTD, codec=az.CompressionCodec.ZSTD,
+                level=a.level, shuffle=0)
+            self.notes = "acquire-zarr %s, plain zstd level %d, no shuffle" % (self.version, a.level)
+        else:
+            self.compression = az.CompressionSettings(
+                compressor=az.Compressor.BLOSC1, codec=az.CompressionCodec.BLOSC_ZSTD,
+                level=a.level, shuffle=1)
+            self.notes = "acquire-zarr %s, blosc1 zstd level %d, byte shuffle" % (self.version, a.level)
+        self.notes += ", one append per frame, max_threads=%s" % (a.threads or "auto")
+        try:
+            az.set_log_level(az.LogLevel.ERROR)
+        except Exception:
+            pass
+
+    def settings(self, path):
+        az, a = self.az, self.a
+        rank = 1 + len(a.frame_shape)
+        names = dim_names(rank)
+        dims = []
+        for i in range(rank):
+            dims.append(az.Dimension(
+                name=names[i],
+                kind=az.DimensionType.TIME if i == 0 else az.DimensionType.SPACE,
+                array_size_px=0 if i == 0 else a.frame_shape[i - 1],  # 0: append dimension
+                chunk_size_px=a.chunk[i],
+                shard_size_chunks=a.shard[i] // a.chunk[i]))
+        arr = az.ArraySettings(dimensions=dims, data_type=np.dtype(a.dtype),
+                               compression=self.compression)
+        kw = dict(store_path=path, arrays=[arr], overwrite=True)
+        if a.threads:
+            kw["max_threads"] = a.threads
+        return az.StreamSettings(**kw)
+
+    def run(self, frames, path):
+        settings = self.settings(path)
+        t0 = time.perf_counter()
+        stream = self.az.ZarrStream(settings)
+        t1 = time.perf_counter()
+        for i in range(frames.shape[0]):
+            stream.append(frames[i])
+        stream.close()
+        t2 = time.perf_counter()
+        return t2 - t1, t1 - t0
+
+
+class TensorstorePeer:
+    """tensorstore zarr3 + sharding_indexed. Either one write per shard-row slab
+    (all issued, then all awaited) or one write per frame within a transaction
+    per shard-row."""
+
+    def __init__(self, name, a):
+        import tensorstore as ts
+        self.ts = ts
+        self.name = name
+        self.a = a
+        self.version = importlib.metadata.version("tensorstore")
+        self.per_frame = name == "tensorstore-frames"
+        how = ("one write per frame, a transaction per shard-row committed when full"
+               if self.per_frame else
+               "one write per shard-row slab of %d frames, all in flight, then awaited" % a.shard[0])
+        self.notes = ("tensorstore %s zarr3, sharding_indexed(bytes little + zstd %d; index bytes + crc32c), %s; "
+                      "array created with its final shape" % (self.version, a.level, how))
+
+    def spec(self, path):
+        a = self.a
+        rank = 1 + len(a.frame_shape)
+        shape = [a.frames] + list(a.frame_shape)
+        return {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": os.path.abspath(path)},
+            "metadata": {
+                "shape": shape,
+                "data_type": a.dtype,
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(a.shard)}},
+                "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+                "fill_value": 0,
+                "codecs": [{
+                    "name": "sharding_indexed",
+                    "configuration": {
+                        "chunk_shape": list(a.chunk),
+                        "codecs": [
+                            {"name": "bytes", "configuration": {"endian": "little"}},
+                            {"name": "zstd", "configuration": {"level": a.level, "checksum": False}},
+                        ],
+                        "index_codecs": [
+                            {"name": "bytes", "configuration": {"endian": "little"}},
+                            {"name": "crc32c"},
+                        ],
+                        "index_location": "end",
+                    },
+                }],
+                "dimension_names": dim_names(rank),
+            },
+            "create": True,
+            "delete_existing": True,
+        }
+
+    def run(self, frames, path):
+        ts = self.ts
+        t0 = time.perf_counter()
+        arr = ts.open(self.spec(path)).result()
+        t1 = time.perf_counter()
+        n, step = frames.shape[0], self.a.shard[0]
+        if self.per_frame:
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                txn = ts.Transaction()
+                tarr = arr.with_transaction(txn)
+                for i in range(lo, hi):
+                    tarr[i].write(frames[i]).result()  # staged in the transaction
+                txn.commit_async().result()
+        else:
+            futures = [arr[lo:min(n, lo + step)].write(frames[lo:min(n, lo + step)])
+                       for lo in range(0, n, step)]
+            for f in futures:
+                f.result()  # resolves once the write is committed to the kvstore
+        t2 = time.perf_counter()
+        return t2 - t1, t1 - t0
+
+
+def make_peer(name, a):
+    if name.startswith("acquire-zarr"):
+        return AcquireZarrPeer(name, a)
+    return TensorstorePeer(name, a)
+
+
+# ------------------------------------------------------------------------- verify
+
+def verify(path, frames):
+    import zarr
+    z = zarr.open_array(path, mode="r")
+    if tuple(z.shape) != frames.shape:
+        return "shape %s, expected %s" % (tuple(z.shape), frames.shape)
+    if np.dtype(z.dtype).newbyteorder("=") != frames.dtype.newbyteorder("="):
+        return "dtype %s, expected %s" % (z.dtype, frames.dtype)
+    u = np.dtype("u%d" % frames.dtype.itemsize)
+    per = max(1, (256 << 20) // max(1, frames[0].nbytes))
+    for lo in range(0, frames.shape[0], per):
+        hi = min(frames.shape[0], lo + per)
+        got = np.ascontiguousarray(z[lo:hi]).view(u)
+        want = frames[lo:hi].view(u)
+        bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
+        if bad.size:
+            idx = np.unravel_index(lo * frames[0].size + int(bad[0]), frames.shape)
+            return "%d differing elements, first at %s: expected %r got %r" % (
+                bad.size, tuple(int(i) for i in idx), want.reshape(-1)[bad[0]].item(),
+                got.reshape(-1)[bad[0]].item())
+    return None
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    if a.generate:
+        t = time.perf_counter()
+        generate(a.raw, a.dtype, a.frames, a.frame_shape)
+        print("generated %s in %.1f s" % (a.raw, time.perf_counter() - t), file=sys.stderr)
+    frames = load_frames(a)
+    in_bytes = frames.nbytes
+    os.makedirs(a.out_dir, exist_ok=True)
+
+    cfg = {
+        "raw": os.path.abspath(a.raw), "dtype": a.dtype, "frame_shape": list(a.frame_shape),
+        "frames": a.frames, "array_shape": list(frames.shape), "chunk": list(a.chunk),
+        "shard": list(a.shard), "level": a.level, "reps": a.reps, "input_bytes": in_bytes,
+        "out_dir": os.path.abspath(a.out_dir), "verify": a.verify,
+        "acquire_zarr_threads": a.threads or "auto", "cpus": os.cpu_count(),
+        "python": platform.python_version(), "machine": platform.machine(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "versions": {},
+    }
+    for pkg in ("numpy", "zarr", "tensorstore", "acquire-zarr"):
+        try:
+            cfg["versions"][pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            cfg["versions"][pkg] = None
+    print("input: %d frames of %s %s = %.3f GB; chunk %s shard %s; zstd level %d; %d reps"
+          % (a.frames, "x".join(map(str, a.frame_shape)), a.dtype, in_bytes / 1e9,
+             ",".join(map(str, a.chunk)), ",".join(map(str, a.shard)), a.level, a.reps),
+          flush=True)
+    if cfg["loadavg_start"][0] > 0.5 * (os.cpu_count() or 1):
+        print("note: load average %.2f on %d cpus before starting; timings will be noisy"
+              % (cfg["loadavg_start"][0], os.cpu_count() or 1), flush=True)
+
+    results, failed = [], False
+    for name in a.peers:
+        res = {"name": name, "best_gbps": None, "median_gbps": None, "ratio": None,
+               "seconds": [], "open_seconds": [], "stored_bytes": None, "status": "ok",
+               "verified": None, "notes": ""}
+        results.append(res)
+        try:
+            peer = make_peer(name, a)
+        except Skip as e:
+            res.update(status="skipped", notes=str(e))
+            print("%s: SKIPPED: %s" % (name, e), flush=True)
+            continue
+        except Exception as e:
+            res.update(status="failed", notes="setup: %s: %s" % (type(e).__name__, e))
+            print("%s: FAILED to set up: %s" % (name, res["notes"]), flush=True)
+            failed = True
+            continue
+        res["notes"] = peer.notes
+        path = os.path.join(a.out_dir, name + ".zarr")
+        try:
+            for rep in range(a.reps):
+                shutil.rmtree(path, ignore_errors=True)
+                os.sync()  # start every rep without dirty pages from the previous one
+                secs, open_s = peer.run(frames, path)
+                res["seconds"].append(round(secs, 6))
+                res["open_seconds"].append(round(open_s, 6))
+                print("%s rep %d: %.3f s (%.3f GB/s), open %.3f s"
+                      % (name, rep + 1, secs, in_bytes / secs / 1e9, open_s), flush=True)
+            res["stored_bytes"] = dir_bytes(path)
+            res["ratio"] = round(in_bytes / res["stored_bytes"], 4) if res["stored_bytes"] else None
+            res["best_gbps"] = round(in_bytes / min(res["seconds"]) / 1e9, 4)
+            res["median_gbps"] = round(in_bytes / statistics.median(res["seconds"]) / 1e9, 4)
+            if a.verify:
+                err = verify(path, frames)
+                res["verified"] = err is None
+                if err:
+                    res["status"] = "failed"
+                    res["notes"] += "; VERIFY FAILED: " + err
+                    failed = True
+                print("%s: verify %s" % (name, "ok" if err is None else "FAILED: " + err), flush=True)
+        except Exception as e:
+            res["status"] = "failed"
+            res["notes"] += "; error: %s: %s" % (type(e).__name__, e)
+            failed = True
+            print("%s: FAILED: %s: %s" % (name, type(e).__name__, e), flush=True)
+            traceback.print_exc()
+        finally:
+            if not a.keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+    # table
+    print()
+    hdr = "%-20s %12s %12s %8s  %s" % ("peer", "best GB/s", "median GB/s", "ratio", "reps (s)")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in results:
+        if r["status"] == "skipped" or not r["seconds"]:
+            print("%-20s %12s %12s %8s  %s" % (r["name"], "-", "-", "-", r["status"]))
+            continue
+        print("%-20s %12.3f %12.3f %8.2f  %s%s" % (
+            r["name"], r["best_gbps"], r["median_gbps"], r["ratio"] or float("nan"),
+            " ".join("%.3f" % s for s in r["seconds"]),
+            "" if r["status"] == "ok" else "  [%s]" % r["status"].upper()))
+    print()
+    for r in results:
+        print("%s: %s" % (r["name"], r["notes"]))
+    print("load average at end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"peers": results, "data": cfg}, f, indent=2)
+            f.write("\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

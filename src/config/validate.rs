@@ -1,0 +1,154 @@
+//! Validation: every rule checked once, before anything is allocated.
+
+use super::{Codec, Config, ConfigError};
+use crate::layout::{Dim, Layout, LayoutError};
+use std::ops::RangeInclusive;
+
+/// zstd levels accepted (negative levels are zstd's fast modes).
+pub const ZSTD_LEVELS: RangeInclusive<i32> = -7..=22;
+
+/// Most worker threads a stream may ask for.
+pub const MAX_THREADS: u32 = 1024;
+
+/// Default staging budget when the config leaves it out (raised to two
+/// epochs when an epoch is larger than half of it).
+const DEFAULT_STAGING_BYTES: u64 = 1 << 30;
+
+/// A configuration that passed every rule, with what it implies.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    pub config: Config,
+    pub layout: Layout,
+    /// Dimension names, defaults filled in.
+    pub names: Vec<String>,
+    /// Staging buffers, each holding one epoch of input.
+    pub staging_buffers: usize,
+    /// Worker threads, 0 resolved to the machine's cores.
+    pub threads: usize,
+}
+
+impl Config {
+    /// Checks every rule; the error names the field and the rule broken.
+    pub fn validate(&self) -> Result<Validated, ConfigError> {
+        let dims: Vec<Dim> = self
+            .dimensions
+            .iter()
+            .map(|d| Dim::new(d.size, d.tile, d.tiles_per_shard))
+            .collect();
+        let layout = Layout::new(&dims, self.dtype.size()).map_err(layout_error)?;
+        if let Codec::Zstd { level } = self.codec {
+            if !ZSTD_LEVELS.contains(&level) {
+                return Err(ConfigError::new(
+                    "codec.level",
+                    format!(
+                        "must be {} to {}, got {level}",
+                        ZSTD_LEVELS.start(),
+                        ZSTD_LEVELS.end()
+                    ),
+                ));
+            }
+        }
+        if self.threads > MAX_THREADS {
+            return Err(ConfigError::new(
+                "threads",
+                format!("must be 0 (one per core) to {MAX_THREADS}, got {}", self.threads),
+            ));
+        }
+        if let Some(store) = &self.store {
+            if store.path.as_os_str().is_empty() {
+                return Err(ConfigError::new("store.path", "must not be empty"));
+            }
+        }
+        let epoch = layout.epoch_bytes();
+        let staging_buffers = match self.staging_bytes {
+            Some(bytes) => {
+                let n = bytes / epoch;
+                if n < 2 {
+                    return Err(ConfigError::new(
+                        "staging_bytes",
+                        format!(
+                            "must hold at least two epochs of input ({} bytes: tile[0] x plane), got {bytes}",
+                            2 * epoch
+                        ),
+                    ));
+                }
+                n
+            }
+            None => (DEFAULT_STAGING_BYTES / epoch).max(2),
+        };
+        let staging_buffers = usize::try_from(staging_buffers)
+            .ok()
+            .filter(|&n| (n as u128) * (epoch as u128) <= isize::MAX as u128)
+            .ok_or_else(|| ConfigError::new("staging_bytes", "exceeds the address space"))?;
+        let names = self
+            .dimensions
+            .iter()
+            .enumerate()
+            .map(|(i, d)| d.name.clone().unwrap_or_else(|| format!("d{i}")))
+            .collect();
+        let threads = match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        };
+        Ok(Validated {
+            config: self.clone(),
+            layout,
+            names,
+            staging_buffers,
+            threads,
+        })
+    }
+}
+
+/// Layout rules name a dimension; the message already starts with the field.
+fn layout_error(e: LayoutError) -> ConfigError {
+    let text = e.to_string();
+    match text.split_once(": ") {
+        Some((field, rule)) if field.starts_with("dimensions") => ConfigError::new(field, rule),
+        _ => ConfigError::new("dimensions", text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(json: &str) -> ConfigError {
+        Config::from_json(json).and_then(|c| c.validate().map(|_| ())).unwrap_err()
+    }
+
+    const DIMS: &str = r#""dimensions": [{"size": 0, "tile": 4}, {"size": 16, "tile": 4}]"#;
+
+    #[test]
+    fn defaults_fill_in() {
+        let c = Config::from_json(&format!(r#"{{"dtype": "uint16", {DIMS}}}"#)).unwrap();
+        let v = c.validate().unwrap();
+        assert_eq!(c.codec, Codec::Zstd { level: 1 });
+        assert_eq!(v.names, ["d0", "d1"]);
+        assert!(v.staging_buffers >= 2);
+        assert!(v.threads >= 1);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (r#"{"dtype": "uint16", "dimensions": [], "bogus": 1}"#.to_string(), "bogus"),
+            (r#"{"dtype": "uint17", "dimensions": []}"#.into(), "dtype"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "lz4"}}}}"#), "codec"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "zstd", "level": 99}}}}"#), "codec.level"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "backend": "tpu"}}"#), "backend"),
+            (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 0}]}"#.into(), "dimensions[0].tile"),
+            (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 1}, {"size": 0, "tile": 1}]}"#.into(), "dimensions[1].size"),
+            (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 1, "tyle": 2}]}"#.into(), "dimensions[0]"),
+            (r#"{"dtype": "uint8", "dimensions": []}"#.into(), "dimensions"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "staging_bytes": 1}}"#), "staging_bytes"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "threads": 5000}}"#), "threads"),
+            (r#"{"dtype": "uint8", "#.into(), "json"),
+            (r#"{"dimensions": []}"#.into(), "config"),
+        ];
+        for (json, field) in cases {
+            let e = err(&json);
+            assert!(e.field.starts_with(field), "{json}: got {e}");
+        }
+    }
+}

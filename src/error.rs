@@ -1,0 +1,52 @@
+//! The one error type of the library. It is `Clone` because a poisoned
+//! stream answers every later call with the error that poisoned it.
+
+use crate::config::ConfigError;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("write past the end of the array: it holds {capacity} bytes, all of them written")]
+    Overflow { capacity: u64 },
+    #[error("the stream is finished: tz_flush has run")]
+    Finished,
+    #[error("the sink failed on shard {coord:?}: {reason}")]
+    Sink { coord: Vec<u64>, reason: String },
+    #[error("{what} {path}: {message}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        kind: std::io::ErrorKind,
+        message: String,
+    },
+    #[error("{path} already exists: {reason}")]
+    Exists { path: PathBuf, reason: String },
+    #[error("backend unavailable: {0}")]
+    BackendUnavailable(String),
+    #[error("GPU failure in {stage}: {message}")]
+    Gpu { stage: &'static str, message: String },
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// An I/O failure on `path` while doing `what` ("writing shard", ...).
+    pub fn io(what: &'static str, path: impl Into<PathBuf>, e: std::io::Error) -> Error {
+        Error::Io {
+            what,
+            path: path.into(),
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

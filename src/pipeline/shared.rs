@@ -1,0 +1,50 @@
+//! State the caller's thread and the pipeline's threads share.
+
+use super::Metrics;
+use crate::backend::Selection;
+use crate::error::Error;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub struct Shared {
+    pub metrics: Metrics,
+    pub selection: Selection,
+    /// Set when the stream is dropped without `finish`: skip queued work.
+    pub cancel: AtomicBool,
+    poisoned: AtomicBool,
+    poison: Mutex<Option<Error>>,
+}
+
+impl Shared {
+    pub fn new(selection: Selection) -> Shared {
+        Shared {
+            metrics: Metrics::default(),
+            selection,
+            cancel: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            poison: Mutex::new(None),
+        }
+    }
+
+    /// Records the first failure; later ones are dropped, since the first
+    /// is the cause.
+    pub fn poison(&self, e: Error) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e);
+            self.poisoned.store(true, Ordering::Release);
+        }
+    }
+
+    /// The failure that poisoned the stream, if any.
+    pub fn check(&self) -> Result<(), Error> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(self.poison.lock().clone().expect("poisoned implies an error"))
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,160 @@
+//! The pipeline's two threads. The compute thread runs the backend on each
+//! filled staging buffer and hands the buffer back; the delivery thread
+//! assembles shards and calls the sink. Channels carry the work in order,
+//! and their bounds are the back-pressure that finally makes `write` busy.
+
+use super::{Metrics, Shared, Stage};
+use crate::backend::{Backend, EpochJob};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
+use crate::sink::ShardSink;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::Arc;
+
+/// Work for the compute thread.
+pub enum Job {
+    /// A staging buffer holding `valid` bytes of epoch `epoch`.
+    Epoch {
+        epoch: u64,
+        buf: Vec<u8>,
+        valid: usize,
+    },
+    /// The stream is complete with `planes` planes along dimension 0.
+    Finish { planes: u64 },
+}
+
+/// Work for the delivery thread.
+pub enum Delivery {
+    Epoch(CompressedEpoch),
+    Finish { planes: u64 },
+}
+
+/// Runs `f`, turning a panic into a poisoned stream.
+fn guarded(shared: &Shared, what: &str, f: impl FnOnce() -> Result<()>) {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => shared.poison(e),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            shared.poison(Error::Internal(format!("{what} panicked: {msg}")));
+        }
+    }
+}
+
+pub struct ComputeThread {
+    pub shared: Arc<Shared>,
+    pub backend: Box<dyn Backend>,
+    pub jobs: Receiver<Job>,
+    pub free_staging: Sender<Vec<u8>>,
+    pub deliveries: SyncSender<Delivery>,
+    pub spare_epochs: Receiver<CompressedEpoch>,
+}
+
+impl ComputeThread {
+    pub fn run(mut self) {
+        while let Ok(job) = self.jobs.recv() {
+            match job {
+                Job::Epoch { epoch, mut buf, valid } => {
+                    let skip = self.shared.is_poisoned() || self.shared.cancel.load(Relaxed);
+                    let mut out = self.spare_epochs.try_recv().unwrap_or_default();
+                    let mut ok = false;
+                    if !skip {
+                        guarded(&self.shared, "compute", || {
+                            // The tail of the last epoch is padding: fill value.
+                            buf[valid..].fill(0);
+                            let job = EpochJob {
+                                epoch,
+                                input: &buf,
+                                cancel: &self.shared.cancel,
+                                metrics: &self.shared.metrics,
+                            };
+                            self.backend.compress_epoch(job, &mut out)?;
+                            self.shared.metrics.add_epoch();
+                            ok = true;
+                            Ok(())
+                        });
+                    }
+                    // The receiver is gone only when the stream is dropped.
+                    let _ = self.free_staging.send(buf);
+                    if ok && self.deliveries.send(Delivery::Epoch(out)).is_err() {
+                        return;
+                    }
+                }
+                Job::Finish { planes } => {
+                    let _ = self.deliveries.send(Delivery::Finish { planes });
+                    return;
+                }
+            }
+        }
+    }
+}
+
+pub struct DeliveryThread {
+    pub shared: Arc<Shared>,
+    pub layout: Layout,
+    pub assembler: ShardAssembler,
+    pub sink: Box<dyn ShardSink>,
+    pub deliveries: Receiver<Delivery>,
+    pub spare_epochs: Sender<CompressedEpoch>,
+}
+
+impl DeliveryThread {
+    pub fn run(mut self) {
+        while let Ok(d) = self.deliveries.recv() {
+            if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+                continue; // drain, so that the compute thread never blocks
+            }
+            let shared = self.shared.clone();
+            match d {
+                Delivery::Epoch(epoch) => {
+                    guarded(&shared, "delivery", || self.deliver(&epoch));
+                    let _ = self.spare_epochs.send(epoch);
+                }
+                Delivery::Finish { planes } => {
+                    guarded(&shared, "delivery", || self.finish(planes));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, epoch: &CompressedEpoch) -> Result<()> {
+        let t = std::time::Instant::now();
+        let row_done = self
+            .assembler
+            .push(epoch, &mut counted(&mut *self.sink, &self.shared.metrics))?;
+        if row_done {
+            let planes = self
+                .layout
+                .planes_in_shard_rows(self.assembler.rows_emitted());
+            self.sink.progress(planes)?;
+        }
+        self.shared.metrics.add_time(Stage::Sink, t.elapsed());
+        Ok(())
+    }
+
+    fn finish(&mut self, planes: u64) -> Result<()> {
+        self.assembler
+            .finish(&mut counted(&mut *self.sink, &self.shared.metrics))?;
+        self.sink.finish(planes)
+    }
+}
+
+/// Emits a shard through `sink`, counting it in `metrics`.
+fn counted<'a>(
+    sink: &'a mut dyn ShardSink,
+    metrics: &'a Metrics,
+) -> impl FnMut(Shard<'_>) -> Result<()> + 'a {
+    move |shard| {
+        sink.emit(&shard)?;
+        metrics.add_shard((shard.data.len() + shard.index.len()) as u64);
+        Ok(())
+    }
+}

@@ -1,0 +1,125 @@
+//! Accumulates the active shards of one shard row and emits them when the
+//! row is complete (or at the end of the stream).
+
+use super::{CompressedEpoch, Shard, ShardIndex};
+use crate::config::IndexLocation;
+use crate::layout::Layout;
+
+struct ActiveShard {
+    data: Vec<u8>,
+    index: ShardIndex,
+}
+
+/// Host-side shard state for one stream.
+pub struct ShardAssembler {
+    layout: Layout,
+    index_at_start: bool,
+    /// Whether shard-major position `j` holds a tile (edge shards have holes).
+    present: Vec<bool>,
+    shards: Vec<ActiveShard>,
+    /// The shard row being filled, if any epoch of it has arrived.
+    row: Option<u64>,
+    rows_emitted: u64,
+    coord: Vec<u64>,
+    index_bytes: Vec<u8>,
+}
+
+impl ShardAssembler {
+    pub fn new(layout: &Layout, location: IndexLocation) -> ShardAssembler {
+        let present = (0..layout.shard_major_len())
+            .map(|j| layout.slot_at_position(j).is_some())
+            .collect();
+        let chunks = layout.chunks_per_shard() as usize;
+        let shards = (0..layout.shards_per_row())
+            .map(|_| ActiveShard {
+                data: Vec::new(),
+                index: ShardIndex::new(chunks),
+            })
+            .collect();
+        ShardAssembler {
+            layout: layout.clone(),
+            index_at_start: location == IndexLocation::Start,
+            present,
+            shards,
+            row: None,
+            rows_emitted: 0,
+            coord: vec![0; layout.rank()],
+            index_bytes: Vec::with_capacity(layout.index_bytes()),
+        }
+    }
+
+    /// Shard rows emitted so far.
+    pub fn rows_emitted(&self) -> u64 {
+        self.rows_emitted
+    }
+
+    /// Adds one epoch; emits the shard row when this epoch completes it.
+    /// Epochs must arrive in order. Returns whether a row was emitted.
+    pub fn push<E>(
+        &mut self,
+        epoch: &CompressedEpoch,
+        emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        let (row, first_chunk) = self.layout.epoch_in_shard_row(epoch.epoch);
+        debug_assert!(self.row.is_none_or(|r| r == row), "epochs out of order");
+        self.row = Some(row);
+        let per_shard = self.layout.chunks_per_shard_epoch() as usize;
+        let offsets = &epoch.offsets;
+        for (k, shard) in self.shards.iter_mut().enumerate() {
+            let first = k * per_shard;
+            let (begin, end) = (offsets[first], offsets[first + per_shard]);
+            let base = shard.data.len() as u64;
+            shard
+                .data
+                .extend_from_slice(&epoch.data[begin as usize..end as usize]);
+            for w in 0..per_shard {
+                let j = first + w;
+                if self.present[j] {
+                    let at = base + offsets[j] - begin;
+                    let nbytes = offsets[j + 1] - offsets[j];
+                    shard.index.set(first_chunk as usize + w, at, nbytes);
+                }
+            }
+        }
+        let last_of_row = (epoch.epoch + 1) % self.layout.epochs_per_shard_row() == 0;
+        let last_of_array = self.layout.epoch_count() == Some(epoch.epoch + 1);
+        if last_of_row || last_of_array {
+            self.emit_row(emit)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Emits the row in progress, if any: the partial shards of a stream
+    /// that ends before its shard row is full. Their missing chunks stay empty.
+    pub fn finish<E>(&mut self, emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>) -> Result<bool, E> {
+        if self.row.is_none() {
+            return Ok(false);
+        }
+        self.emit_row(emit)?;
+        Ok(true)
+    }
+
+    fn emit_row<E>(&mut self, emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>) -> Result<(), E> {
+        let row = self.row.take().expect("a row is in progress");
+        let shift = if self.index_at_start {
+            self.layout.index_bytes() as u64
+        } else {
+            0
+        };
+        for (k, shard) in self.shards.iter_mut().enumerate() {
+            self.layout.shard_coord(row, k as u64, &mut self.coord);
+            shard.index.serialize(shift, &mut self.index_bytes);
+            emit(Shard {
+                coord: &self.coord,
+                data: &shard.data,
+                index: &self.index_bytes,
+                index_at_start: self.index_at_start,
+            })?;
+            shard.data.clear();
+            shard.index.clear();
+        }
+        self.rows_emitted += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! The `sharding_indexed` index: one `(offset, nbytes)` pair of u64 LE per
+//! chunk, then the crc32c of those bytes as u32 LE.
+
+/// Offset and size of a chunk that is not stored (filled on read).
+pub const EMPTY: u64 = u64::MAX;
+
+/// The index of one shard under construction.
+#[derive(Debug, Clone)]
+pub struct ShardIndex {
+    pairs: Vec<[u64; 2]>,
+}
+
+impl ShardIndex {
+    pub fn new(chunks: usize) -> ShardIndex {
+        ShardIndex {
+            pairs: vec![[EMPTY; 2]; chunks],
+        }
+    }
+
+    pub fn set(&mut self, chunk: usize, offset: u64, nbytes: u64) {
+        self.pairs[chunk] = [offset, nbytes];
+    }
+
+    /// Marks every chunk empty again.
+    pub fn clear(&mut self) {
+        self.pairs.fill([EMPTY; 2]);
+    }
+
+    /// Serializes into `out` (cleared first); every stored offset is moved
+    /// by `shift` (the index's own size when it precedes the data).
+    pub fn serialize(&self, shift: u64, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.pairs.len() * 16 + 4);
+        for &[offset, nbytes] in &self.pairs {
+            let offset = if offset == EMPTY { EMPTY } else { offset + shift };
+            out.extend_from_slice(&offset.to_le_bytes());
+            out.extend_from_slice(&nbytes.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(out);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialized_index_has_pairs_then_crc() {
+        let mut ix = ShardIndex::new(3);
+        ix.set(1, 10, 5);
+        let mut out = Vec::new();
+        ix.serialize(100, &mut out);
+        assert_eq!(out.len(), 3 * 16 + 4);
+        assert_eq!(&out[0..8], &EMPTY.to_le_bytes());
+        assert_eq!(&out[16..24], &110u64.to_le_bytes());
+        assert_eq!(&out[24..32], &5u64.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..48]);
+        assert_eq!(&out[48..], &crc.to_le_bytes());
+    }
+}
