@@ -20,3 +20,4 @@ pub mod synth;
 pub use config::{Config, DType};
 pub use error::{Error, Result};
 pub use pipeline::{Stream, Summary};
+pub mod ffi;

@@ -83,7 +83,7 @@ const MODULATION_PERIOD: u64 = 64;
 /// many table steps each, so the planes differ a little.
 const PLANE_PHASE_STEPS: u64 = 4;
 /// Counts per photoelectron. Shot-noise variance in counts is GAIN * mean.
-const MICROSCOPY_GAIN: f32 = 1.0;
+const MICROSCOPY_GAIN: f32 = 1.5;
 /// Read noise of the camera, in counts (standard deviation).
 const MICROSCOPY_READ_NOISE: f32 = 2.0;
 /// The sparse pattern has no shot noise and a read noise small enough that
@@ -109,7 +109,6 @@ pub struct Generator {
     dtype: DType,
     frame_shape: Vec<u64>,
     frame_bytes: usize,
-    planes: usize,
     height: usize,
     width: usize,
     seed: u64,
@@ -144,14 +143,12 @@ impl Generator {
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or_else(|| panic!("frame shape {frame_shape:?} is too large"));
         let to_usize = |d: u64| usize::try_from(d).expect("frame dimension fits usize");
-        let (planes, height, width) = match frame_shape {
-            [] => (1, 1, 1),
-            [w] => (1, 1, to_usize(*w)),
-            [lead @ .., h, w] => (
-                lead.iter().map(|&d| to_usize(d)).product(),
-                to_usize(*h),
-                to_usize(*w),
-            ),
+        // Leading frame dimensions just repeat the plane; fill_frame counts
+        // planes from the frame size.
+        let (height, width) = match frame_shape {
+            [] => (1, 1),
+            [w] => (1, to_usize(*w)),
+            [.., h, w] => (to_usize(*h), to_usize(*w)),
         };
         let (blob_density, gain, read_noise) = match pattern {
             Pattern::Microscopy => (BLOBS_PER_REFERENCE_PLANE, MICROSCOPY_GAIN, MICROSCOPY_READ_NOISE),
@@ -168,7 +165,6 @@ impl Generator {
             dtype,
             frame_shape: frame_shape.to_vec(),
             frame_bytes,
-            planes,
             height,
             width,
             seed,
@@ -299,22 +295,21 @@ impl Field<'_> {
         for (y, (row_out, row_t)) in out.chunks_exact_mut(self.width * N).zip(rows).enumerate() {
             let mut rng = row_rng(self.seed, self.index, self.first_row + y as u64);
             // Four 16-bit normal deviates per random word.
-            let mut bits = 0u64;
-            for (x, (px, t)) in row_out.chunks_exact_mut(N).zip(row_t).enumerate() {
-                if x % 4 == 0 {
-                    bits = rng.next();
+            for (out4, t4) in row_out.chunks_mut(4 * N).zip(row_t.chunks(4)) {
+                let mut bits = rng.next();
+                for (px, t) in out4.chunks_exact_mut(N).zip(t4) {
+                    let z = normal[(bits & 0xffff) as usize];
+                    bits >>= 16;
+                    let mean = BACKGROUND + t[0] + self.sin_weight * t[1] + self.cos_weight * t[2];
+                    // Shot noise (Poisson, in its normal approximation: variance =
+                    // gain * mean) plus read noise: one normal deviate for both.
+                    let sd = (self.gain * mean + self.read_variance).sqrt();
+                    let value = mean + sd * z;
+                    // Round half up; the float-to-int cast saturates at 0 for
+                    // anything negative.
+                    let count = (value + 0.5).min(65535.0) as u16;
+                    px.copy_from_slice(&lut[count as usize]);
                 }
-                let z = normal[(bits & 0xffff) as usize];
-                bits >>= 16;
-                let mean = BACKGROUND + t[0] + self.sin_weight * t[1] + self.cos_weight * t[2];
-                // Shot noise (Poisson, in its normal approximation: variance =
-                // gain * mean) plus read noise: one normal deviate for both.
-                let sd = (self.gain * mean + self.read_variance).sqrt();
-                let value = mean + sd * z;
-                // Round half up; the float-to-int cast saturates at 0 for
-                // anything negative.
-                let count = (value + 0.5).min(65535.0) as u16;
-                px.copy_from_slice(&lut[count as usize]);
             }
         }
     }

@@ -1,0 +1,412 @@
+/*
+ * tiledzarr.h: the C API of TiledZarr, generated from the Rust sources by
+ * cbindgen (build.rs). Do not edit; change src/ffi and rebuild.
+ *
+ * Stream raw row-major frames into compressed, sharded Zarr v3 stores.
+ * Typical use: tz_create_json -> tz_write (repeat; 0 = busy, retry) ->
+ * tz_flush -> tz_destroy. Errors: negative returns / non-zero statuses,
+ * described by tz_stream_last_error(s) or, for tz_create*, tz_last_error().
+ */
+
+#ifndef TILEDZARR_H
+#define TILEDZARR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TZ_VERSION_MAJOR 0
+#define TZ_VERSION_MINOR 1
+#define TZ_VERSION_PATCH 0
+
+/** An open stream (opaque). */
+typedef struct tz_stream tz_stream;
+
+
+/**
+ * Status codes. Functions returning `int32_t` return one of these;
+ * `tz_write` and `tz_write_all` return the negated code on error.
+ */
+enum tz_status
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  TZ_OK = 0,
+  /**
+   * A required pointer argument was NULL.
+   */
+  TZ_ERR_NULL_ARGUMENT = 1,
+  /**
+   * An argument is out of range or malformed (other than the config).
+   */
+  TZ_ERR_INVALID_ARGUMENT = 2,
+  /**
+   * The configuration breaks a rule; the message names the field.
+   */
+  TZ_ERR_CONFIG = 3,
+  /**
+   * A write past the end of a bounded array.
+   */
+  TZ_ERR_OVERFLOW = 4,
+  /**
+   * The stream was flushed: it takes no more data.
+   */
+  TZ_ERR_FINISHED = 5,
+  /**
+   * The shard sink callback returned non-zero; the stream is poisoned.
+   */
+  TZ_ERR_SINK = 6,
+  /**
+   * A file system operation failed; the message names the path.
+   */
+  TZ_ERR_IO = 7,
+  /**
+   * The store path exists and `overwrite` is off (or it is not a store).
+   */
+  TZ_ERR_EXISTS = 8,
+  /**
+   * The requested backend cannot run here; the message says why.
+   */
+  TZ_ERR_BACKEND_UNAVAILABLE = 9,
+  /**
+   * A CUDA or nvCOMP call failed; the message names the stage.
+   */
+  TZ_ERR_GPU = 10,
+  /**
+   * `tz_write_all` did not finish in time.
+   */
+  TZ_ERR_TIMEOUT = 11,
+  /**
+   * Memory could not be allocated.
+   */
+  TZ_ERR_OUT_OF_MEMORY = 12,
+  /**
+   * A bug in the library (a caught panic); the stream is poisoned.
+   */
+  TZ_ERR_INTERNAL = 13,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_status tz_status;
+#else
+typedef int32_t tz_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Element types (Zarr v3 names in comments).
+ */
+enum tz_dtype
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  TZ_DTYPE_UINT8 = 0,
+  TZ_DTYPE_UINT16 = 1,
+  TZ_DTYPE_UINT32 = 2,
+  TZ_DTYPE_UINT64 = 3,
+  TZ_DTYPE_INT8 = 4,
+  TZ_DTYPE_INT16 = 5,
+  TZ_DTYPE_INT32 = 6,
+  TZ_DTYPE_INT64 = 7,
+  TZ_DTYPE_FLOAT16 = 8,
+  TZ_DTYPE_FLOAT32 = 9,
+  TZ_DTYPE_FLOAT64 = 10,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_dtype tz_dtype;
+#else
+typedef uint32_t tz_dtype;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Per-tile codecs.
+ */
+enum tz_codec
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  TZ_CODEC_ZSTD = 0,
+  TZ_CODEC_NONE = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_codec tz_codec;
+#else
+typedef uint32_t tz_codec;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Backends. In `tz_metrics.backend`, only CPU or GPU appear.
+ */
+enum tz_backend
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  TZ_BACKEND_AUTO = 0,
+  TZ_BACKEND_CPU = 1,
+  TZ_BACKEND_GPU = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_backend tz_backend;
+#else
+typedef uint32_t tz_backend;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Where each shard's index goes.
+ */
+enum tz_index_location
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  TZ_INDEX_END = 0,
+  TZ_INDEX_START = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_index_location tz_index_location;
+#else
+typedef uint32_t tz_index_location;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * One dimension; dimension 0 is the slowest.
+ */
+typedef struct tz_dimension {
+  /**
+   * Zarr dimension name; NULL for the default "d<i>".
+   */
+  const char *name;
+  /**
+   * Extent in elements; 0 on dimension 0 = unbounded (append axis).
+   */
+  uint64_t size;
+  /**
+   * Tile (inner chunk) extent in elements, >= 1.
+   */
+  uint64_t tile;
+  /**
+   * Tiles per shard along this dimension; 0 = all.
+   */
+  uint64_t tiles_per_shard;
+} tz_dimension;
+
+/**
+ * One complete shard, borrowed for the duration of the sink call.
+ */
+typedef struct tz_shard {
+  uint32_t rank;
+  /**
+   * Shard grid coordinate, `rank` entries, dimension 0 first.
+   */
+  const uint64_t *coord;
+  /**
+   * The shard's compressed chunks, concatenated.
+   */
+  const uint8_t *data;
+  size_t data_bytes;
+  /**
+   * sharding_indexed index: (offset, nbytes) u64 LE pairs + crc32c (u32 LE).
+   * Offsets are relative to the start of the shard file: with
+   * TZ_INDEX_START the file is index then data, otherwise data then index.
+   */
+  const uint8_t *index;
+  size_t index_bytes;
+} tz_shard;
+
+/**
+ * Receives each complete shard on a library thread, never twice at once for
+ * one stream, in completion order. Return 0 on success; any other value
+ * poisons the stream. Must not unwind (no C++ exception may escape it).
+ */
+typedef int32_t (*tz_shard_sink_fn)(void *user_data, const struct tz_shard *shard);
+
+/**
+ * The configuration, mirroring the JSON form. Start from `tz_config_init`.
+ */
+typedef struct tz_config {
+  /**
+   * A `tz_dtype`.
+   */
+  uint32_t dtype;
+  uint32_t rank;
+  /**
+   * `rank` dimensions, slowest first.
+   */
+  const struct tz_dimension *dimensions;
+  /**
+   * A `tz_codec`.
+   */
+  uint32_t codec;
+  /**
+   * zstd level (-7 to 22).
+   */
+  int32_t level;
+  /**
+   * A `tz_backend`.
+   */
+  uint32_t backend;
+  /**
+   * A `tz_index_location`.
+   */
+  uint32_t index_location;
+  /**
+   * Folder of the Zarr v3 store the library writes; NULL for none.
+   */
+  const char *store_path;
+  /**
+   * Non-zero: replace an existing store at `store_path`.
+   */
+  int32_t overwrite;
+  /**
+   * Optional shard callback (required when `store_path` is NULL).
+   */
+  tz_shard_sink_fn sink;
+  void *sink_user_data;
+  /**
+   * CPU worker threads; 0 = one per core.
+   */
+  uint32_t threads;
+  /**
+   * Staging memory budget in bytes (whole epochs, at least two); 0 = default.
+   */
+  uint64_t staging_bytes;
+  /**
+   * GPU ordinal for the GPU backend.
+   */
+  uint32_t device;
+} tz_config;
+
+/**
+ * Counters of a stream, at the moment of the call.
+ */
+typedef struct tz_metrics {
+  /**
+   * Bytes taken by tz_write.
+   */
+  uint64_t bytes_in;
+  /**
+   * Bytes emitted in shards, indexes included.
+   */
+  uint64_t bytes_out;
+  uint64_t shards_emitted;
+  uint64_t epochs_completed;
+  /**
+   * Cumulative seconds per stage, summed over the threads that ran it.
+   */
+  double seconds_copy;
+  double seconds_scatter;
+  double seconds_compress;
+  double seconds_aggregate;
+  double seconds_sink;
+  /**
+   * The backend running the stream: a `tz_backend`, CPU or GPU.
+   */
+  uint32_t backend;
+  /**
+   * Why that backend was chosen, NUL-terminated (truncated to fit).
+   */
+  char backend_reason[256];
+} tz_metrics;
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+/**
+ * Fills `config` with the defaults: uint16, zstd level 1, backend auto,
+ * index at the end, no store, no sink, default threads and staging. The
+ * caller then sets `rank`, `dimensions` and a store path or sink.
+ */
+int32_t tz_config_init(struct tz_config *config);
+
+/**
+ * Creates a stream from a `tz_config`. On success `*out` holds the stream;
+ * on failure it is NULL and `tz_last_error()` says why.
+ */
+int32_t tz_create(const struct tz_config *config, struct tz_stream **out);
+
+/**
+ * Creates a stream from the JSON configuration (see README), with an
+ * optional shard callback (`sink` may be NULL when the JSON names a store).
+ */
+int32_t tz_create_json(const char *config_json,
+                       tz_shard_sink_fn sink,
+                       void *sink_user_data,
+                       struct tz_stream **out);
+
+/**
+ * Copies what fits of `data` into free staging memory, never waiting.
+ * Returns the bytes taken (0: busy, call again), or a negated status. A
+ * write may end mid-element; the next continues the byte stream. After the
+ * end of a bounded array: `-TZ_ERR_OVERFLOW`; after tz_flush:
+ * `-TZ_ERR_FINISHED`; after a failure: the failure's status, every time.
+ */
+int64_t tz_write(struct tz_stream *s, const void *data, size_t nbytes);
+
+/**
+ * Like tz_write, but waits for staging memory until all `nbytes` are taken
+ * or `timeout_ms` passes (negative: no limit). Returns the bytes taken:
+ * `nbytes`, or fewer when the time ran out; a negated status on error.
+ */
+int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64_t timeout_ms);
+
+/**
+ * Blocks until every byte written is emitted in complete shards (the last
+ * partial epoch padded with the fill value) and the store's metadata is
+ * final. Terminal: later tz_write calls return `-TZ_ERR_FINISHED`; a second
+ * tz_flush returns the first one's status again.
+ */
+int32_t tz_flush(struct tz_stream *s);
+
+/**
+ * Frees the stream. Without a prior tz_flush, data not yet emitted is
+ * discarded: no partial shard is written, shards already emitted stay, and
+ * a store's zarr.json keeps the extent of the emitted shard rows. NULL is
+ * fine.
+ */
+void tz_destroy(struct tz_stream *s);
+
+/**
+ * Fills `out` with the stream's counters.
+ */
+int32_t tz_get_metrics(const struct tz_stream *s, struct tz_metrics *out);
+
+/**
+ * The last failure of this stream, NUL-terminated ("" if none). Valid until
+ * the next failing call on the stream or tz_destroy. NULL stream: "".
+ */
+const char *tz_stream_last_error(const struct tz_stream *s);
+
+/**
+ * The last failure of any tz_ call on this thread (tz_create* failures
+ * included), NUL-terminated ("" if none). Valid until the next failing call
+ * on this thread.
+ */
+const char *tz_last_error(void);
+
+/**
+ * A static description of a status code (negated codes accepted).
+ */
+const char *tz_status_string(int32_t status);
+
+/**
+ * The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).
+ */
+const char *tz_version(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* TILEDZARR_H */

@@ -1,0 +1,307 @@
+//! The C ABI and nothing else: pointer checks, the panic boundary, status
+//! codes, conversion to the safe core. Every function here checks its
+//! arguments, calls one safe function and maps the result.
+
+#![allow(non_camel_case_types)]
+
+mod callback_sink;
+mod convert;
+mod guard;
+mod status;
+mod types;
+
+pub use status::tz_status;
+pub use types::*;
+
+use crate::error::Error;
+use crate::pipeline::{Stage, Stream};
+use crate::sink::ShardSink;
+use crate::Config;
+use callback_sink::CallbackSink;
+use guard::{guard, record, ErrorSlot};
+use parking_lot::Mutex;
+use std::ffi::{c_char, c_void};
+use std::time::Duration;
+
+/// An open stream (opaque to C).
+pub struct tz_stream {
+    stream: Mutex<Stream>,
+    errors: ErrorSlot,
+}
+
+fn status_of(e: &Error) -> i32 {
+    tz_status::from(e) as i32
+}
+
+fn null(name: &str) -> Error {
+    Error::InvalidArgument(format!("{name} is NULL"))
+}
+
+/// Maps a NULL argument to its own status code rather than the generic one.
+fn null_status(e: &Error) -> i32 {
+    match e {
+        Error::InvalidArgument(m) if m.ends_with(" is NULL") => {
+            tz_status::TZ_ERR_NULL_ARGUMENT as i32
+        }
+        e => status_of(e),
+    }
+}
+
+fn create(
+    config: Result<Config, Error>,
+    sink: Option<CallbackSink>,
+    out: *mut *mut tz_stream,
+) -> Result<i32, Error> {
+    let sink = sink.map(|s| Box::new(s) as Box<dyn ShardSink>);
+    let stream = Stream::new(&config?, sink)?;
+    let handle = Box::new(tz_stream {
+        stream: Mutex::new(stream),
+        errors: ErrorSlot::default(),
+    });
+    // SAFETY: `out` was checked non-NULL by the caller of this function.
+    unsafe { *out = Box::into_raw(handle) };
+    Ok(tz_status::TZ_OK as i32)
+}
+
+/// Fills `config` with the defaults: uint16, zstd level 1, backend auto,
+/// index at the end, no store, no sink, default threads and staging. The
+/// caller then sets `rank`, `dimensions` and a store path or sink.
+#[no_mangle]
+pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
+    guard("tz_config_init", None, null_status, || {
+        if config.is_null() {
+            return Err(null("config"));
+        }
+        let c = tz_config {
+            dtype: tz_dtype::TZ_DTYPE_UINT16 as u32,
+            rank: 0,
+            dimensions: std::ptr::null(),
+            codec: tz_codec::TZ_CODEC_ZSTD as u32,
+            level: 1,
+            backend: tz_backend::TZ_BACKEND_AUTO as u32,
+            index_location: tz_index_location::TZ_INDEX_END as u32,
+            store_path: std::ptr::null(),
+            overwrite: 0,
+            sink: None,
+            sink_user_data: std::ptr::null_mut(),
+            threads: 0,
+            staging_bytes: 0,
+            device: 0,
+        };
+        // SAFETY: non-NULL; the caller provides writable memory for a tz_config.
+        unsafe { config.write(c) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Creates a stream from a `tz_config`. On success `*out` holds the stream;
+/// on failure it is NULL and `tz_last_error()` says why.
+#[no_mangle]
+pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) -> i32 {
+    guard("tz_create", None, null_status, || {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        // SAFETY: non-NULL, points to the caller's `tz_stream*`.
+        unsafe { *out = std::ptr::null_mut() };
+        // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
+        let c = unsafe { config.as_ref() }.ok_or_else(|| null("config"))?;
+        // SAFETY: the caller's tz_config is valid (see tz_config docs).
+        let cfg = unsafe { convert::config_from_c(c) };
+        create(cfg, CallbackSink::new(c.sink, c.sink_user_data), out)
+    })
+}
+
+/// Creates a stream from the JSON configuration (see README), with an
+/// optional shard callback (`sink` may be NULL when the JSON names a store).
+#[no_mangle]
+pub extern "C" fn tz_create_json(
+    config_json: *const c_char,
+    sink: tz_shard_sink_fn,
+    sink_user_data: *mut c_void,
+    out: *mut *mut tz_stream,
+) -> i32 {
+    guard("tz_create_json", None, null_status, || {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        // SAFETY: non-NULL, points to the caller's `tz_stream*`.
+        unsafe { *out = std::ptr::null_mut() };
+        // SAFETY: NULL or a NUL-terminated string, by the C contract.
+        let json = unsafe { convert::read_str(config_json, "config_json") }?
+            .ok_or_else(|| null("config_json"))?;
+        let cfg = Config::from_json(&json).map_err(Error::from);
+        create(cfg, CallbackSink::new(sink, sink_user_data), out)
+    })
+}
+
+/// Runs `f` on the stream behind `s`, at the C boundary.
+fn with_stream<T>(
+    what: &str,
+    s: *const tz_stream,
+    on_err: impl Fn(&Error) -> T,
+    f: impl FnOnce(&mut Stream) -> Result<T, Error>,
+) -> T {
+    // SAFETY: NULL is checked; otherwise `s` came from tz_create* and has not
+    // been destroyed (the C contract).
+    let Some(h) = (unsafe { s.as_ref() }) else {
+        let e = null("stream");
+        record(None, &e);
+        return on_err(&e);
+    };
+    guard(what, Some(&h.errors), on_err, || {
+        if let Some(e) = h.errors.broken() {
+            return Err(e);
+        }
+        f(&mut h.stream.lock())
+    })
+}
+
+/// Copies what fits of `data` into free staging memory, never waiting.
+/// Returns the bytes taken (0: busy, call again), or a negated status. A
+/// write may end mid-element; the next continues the byte stream. After the
+/// end of a bounded array: `-TZ_ERR_OVERFLOW`; after tz_flush:
+/// `-TZ_ERR_FINISHED`; after a failure: the failure's status, every time.
+#[no_mangle]
+pub extern "C" fn tz_write(s: *mut tz_stream, data: *const c_void, nbytes: usize) -> i64 {
+    write_impl("tz_write", s, data, nbytes, None)
+}
+
+/// Like tz_write, but waits for staging memory until all `nbytes` are taken
+/// or `timeout_ms` passes (negative: no limit). Returns the bytes taken:
+/// `nbytes`, or fewer when the time ran out; a negated status on error.
+#[no_mangle]
+pub extern "C" fn tz_write_all(
+    s: *mut tz_stream,
+    data: *const c_void,
+    nbytes: usize,
+    timeout_ms: i64,
+) -> i64 {
+    let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+    write_impl("tz_write_all", s, data, nbytes, Some(timeout))
+}
+
+fn write_impl(
+    what: &str,
+    s: *mut tz_stream,
+    data: *const c_void,
+    nbytes: usize,
+    blocking: Option<Option<Duration>>,
+) -> i64 {
+    let on_err = |e: &Error| -(null_status(e) as i64);
+    with_stream(what, s, on_err, |stream| {
+        if nbytes == 0 {
+            return Ok(0);
+        }
+        if data.is_null() {
+            return Err(null("data"));
+        }
+        if nbytes > isize::MAX as usize {
+            return Err(Error::InvalidArgument(format!("nbytes {nbytes} is too large")));
+        }
+        // SAFETY: non-NULL and, by the C contract, `nbytes` readable bytes
+        // that the caller does not change during the call.
+        let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, nbytes) };
+        let n = match blocking {
+            None => stream.try_write(bytes)?,
+            Some(timeout) => stream.write_blocking(bytes, timeout)?,
+        };
+        Ok(n as i64)
+    })
+}
+
+/// Blocks until every byte written is emitted in complete shards (the last
+/// partial epoch padded with the fill value) and the store's metadata is
+/// final. Terminal: later tz_write calls return `-TZ_ERR_FINISHED`; a second
+/// tz_flush returns the first one's status again.
+#[no_mangle]
+pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
+    with_stream("tz_flush", s, null_status, |stream| {
+        stream.finish()?;
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Frees the stream. Without a prior tz_flush, data not yet emitted is
+/// discarded: no partial shard is written, shards already emitted stay, and
+/// a store's zarr.json keeps the extent of the emitted shard rows. NULL is
+/// fine.
+#[no_mangle]
+pub extern "C" fn tz_destroy(s: *mut tz_stream) {
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: `s` came from Box::into_raw in tz_create* and is destroyed once.
+    let handle = unsafe { Box::from_raw(s) };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(handle)));
+}
+
+/// Fills `out` with the stream's counters.
+#[no_mangle]
+pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i32 {
+    with_stream("tz_get_metrics", s, null_status, |stream| {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let m = stream.metrics();
+        let (kind, reason) = stream.backend();
+        let mut backend_reason = [0 as c_char; 256];
+        for (dst, &b) in backend_reason.iter_mut().zip(reason.as_bytes().iter().take(255)) {
+            *dst = b as c_char;
+        }
+        let metrics = tz_metrics {
+            bytes_in: m.bytes_in,
+            bytes_out: m.bytes_out,
+            shards_emitted: m.shards,
+            epochs_completed: m.epochs,
+            seconds_copy: m.seconds(Stage::Copy),
+            seconds_scatter: m.seconds(Stage::Scatter),
+            seconds_compress: m.seconds(Stage::Compress),
+            seconds_aggregate: m.seconds(Stage::Aggregate),
+            seconds_sink: m.seconds(Stage::Sink),
+            backend: match kind {
+                crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,
+                crate::backend::BackendKind::Gpu => tz_backend::TZ_BACKEND_GPU as u32,
+            },
+            backend_reason,
+        };
+        // SAFETY: non-NULL; the caller provides writable memory for a tz_metrics.
+        unsafe { out.write(metrics) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// The last failure of this stream, NUL-terminated ("" if none). Valid until
+/// the next failing call on the stream or tz_destroy. NULL stream: "".
+#[no_mangle]
+pub extern "C" fn tz_stream_last_error(s: *const tz_stream) -> *const c_char {
+    // SAFETY: NULL is checked; otherwise a live stream (C contract).
+    match unsafe { s.as_ref() } {
+        Some(h) => h.errors.as_ptr(),
+        None => c"".as_ptr(),
+    }
+}
+
+/// The last failure of any tz_ call on this thread (tz_create* failures
+/// included), NUL-terminated ("" if none). Valid until the next failing call
+/// on this thread.
+#[no_mangle]
+pub extern "C" fn tz_last_error() -> *const c_char {
+    guard::thread_last_error()
+}
+
+/// A static description of a status code (negated codes accepted).
+#[no_mangle]
+pub extern "C" fn tz_status_string(status: i32) -> *const c_char {
+    let code = status.unsigned_abs() as usize;
+    match tz_status::ALL.get(code) {
+        Some(s) => s.describe().as_ptr() as *const c_char,
+        None => c"unknown status".as_ptr(),
+    }
+}
+
+/// The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).
+#[no_mangle]
+pub extern "C" fn tz_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}

@@ -1,0 +1,143 @@
+//! The C-visible types: configuration, shard, metrics and their enums.
+//! Enum-typed fields are `uint32_t` in the structs so that any value a C
+//! caller stores is defined behaviour; the conversion rejects unknown ones.
+
+use std::ffi::{c_char, c_void};
+
+/// Element types (Zarr v3 names in comments).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_dtype {
+    TZ_DTYPE_UINT8 = 0,
+    TZ_DTYPE_UINT16 = 1,
+    TZ_DTYPE_UINT32 = 2,
+    TZ_DTYPE_UINT64 = 3,
+    TZ_DTYPE_INT8 = 4,
+    TZ_DTYPE_INT16 = 5,
+    TZ_DTYPE_INT32 = 6,
+    TZ_DTYPE_INT64 = 7,
+    TZ_DTYPE_FLOAT16 = 8,
+    TZ_DTYPE_FLOAT32 = 9,
+    TZ_DTYPE_FLOAT64 = 10,
+}
+
+/// Per-tile codecs.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_codec {
+    TZ_CODEC_ZSTD = 0,
+    TZ_CODEC_NONE = 1,
+}
+
+/// Backends. In `tz_metrics.backend`, only CPU or GPU appear.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_backend {
+    TZ_BACKEND_AUTO = 0,
+    TZ_BACKEND_CPU = 1,
+    TZ_BACKEND_GPU = 2,
+}
+
+/// Where each shard's index goes.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_index_location {
+    TZ_INDEX_END = 0,
+    TZ_INDEX_START = 1,
+}
+
+/// One complete shard, borrowed for the duration of the sink call.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_shard {
+    pub rank: u32,
+    /// Shard grid coordinate, `rank` entries, dimension 0 first.
+    pub coord: *const u64,
+    /// The shard's compressed chunks, concatenated.
+    pub data: *const u8,
+    pub data_bytes: usize,
+    /// sharding_indexed index: (offset, nbytes) u64 LE pairs + crc32c (u32 LE).
+    /// Offsets are relative to the start of the shard file: with
+    /// TZ_INDEX_START the file is index then data, otherwise data then index.
+    pub index: *const u8,
+    pub index_bytes: usize,
+}
+
+/// Receives each complete shard on a library thread, never twice at once for
+/// one stream, in completion order. Return 0 on success; any other value
+/// poisons the stream. Must not unwind (no C++ exception may escape it).
+#[allow(non_camel_case_types)]
+pub type tz_shard_sink_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, shard: *const tz_shard) -> i32>;
+
+/// One dimension; dimension 0 is the slowest.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_dimension {
+    /// Zarr dimension name; NULL for the default "d<i>".
+    pub name: *const c_char,
+    /// Extent in elements; 0 on dimension 0 = unbounded (append axis).
+    pub size: u64,
+    /// Tile (inner chunk) extent in elements, >= 1.
+    pub tile: u64,
+    /// Tiles per shard along this dimension; 0 = all.
+    pub tiles_per_shard: u64,
+}
+
+/// The configuration, mirroring the JSON form. Start from `tz_config_init`.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_config {
+    /// A `tz_dtype`.
+    pub dtype: u32,
+    pub rank: u32,
+    /// `rank` dimensions, slowest first.
+    pub dimensions: *const tz_dimension,
+    /// A `tz_codec`.
+    pub codec: u32,
+    /// zstd level (-7 to 22).
+    pub level: i32,
+    /// A `tz_backend`.
+    pub backend: u32,
+    /// A `tz_index_location`.
+    pub index_location: u32,
+    /// Folder of the Zarr v3 store the library writes; NULL for none.
+    pub store_path: *const c_char,
+    /// Non-zero: replace an existing store at `store_path`.
+    pub overwrite: i32,
+    /// Optional shard callback (required when `store_path` is NULL).
+    pub sink: tz_shard_sink_fn,
+    pub sink_user_data: *mut c_void,
+    /// CPU worker threads; 0 = one per core.
+    pub threads: u32,
+    /// Staging memory budget in bytes (whole epochs, at least two); 0 = default.
+    pub staging_bytes: u64,
+    /// GPU ordinal for the GPU backend.
+    pub device: u32,
+}
+
+/// Counters of a stream, at the moment of the call.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_metrics {
+    /// Bytes taken by tz_write.
+    pub bytes_in: u64,
+    /// Bytes emitted in shards, indexes included.
+    pub bytes_out: u64,
+    pub shards_emitted: u64,
+    pub epochs_completed: u64,
+    /// Cumulative seconds per stage, summed over the threads that ran it.
+    pub seconds_copy: f64,
+    pub seconds_scatter: f64,
+    pub seconds_compress: f64,
+    pub seconds_aggregate: f64,
+    pub seconds_sink: f64,
+    /// The backend running the stream: a `tz_backend`, CPU or GPU.
+    pub backend: u32,
+    /// Why that backend was chosen, NUL-terminated (truncated to fit).
+    pub backend_reason: [c_char; 256],
+}
