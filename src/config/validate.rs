@@ -14,6 +14,10 @@ pub const MAX_THREADS: u32 = 1024;
 /// epochs when an epoch is larger than half of it).
 const DEFAULT_STAGING_BYTES: u64 = 1 << 30;
 
+/// Staging buffers aim at this size: small epochs are batched so that a
+/// hand-off carries a worthwhile amount of work.
+const TARGET_BUFFER_BYTES: u64 = 64 << 20;
+
 /// A configuration that passed every rule, with what it implies.
 #[derive(Debug, Clone)]
 pub struct Validated {
@@ -21,8 +25,9 @@ pub struct Validated {
     pub layout: Layout,
     /// Dimension names, defaults filled in.
     pub names: Vec<String>,
-    /// Staging buffers, each holding one epoch of input.
+    /// Staging buffers, each holding `epochs_per_buffer` epochs of input.
     pub staging_buffers: usize,
+    pub epochs_per_buffer: u64,
     /// Worker threads, 0 resolved to the machine's cores.
     pub threads: usize,
 }
@@ -59,27 +64,7 @@ impl Config {
                 return Err(ConfigError::new("store.path", "must not be empty"));
             }
         }
-        let epoch = layout.epoch_bytes();
-        let staging_buffers = match self.staging_bytes {
-            Some(bytes) => {
-                let n = bytes / epoch;
-                if n < 2 {
-                    return Err(ConfigError::new(
-                        "staging_bytes",
-                        format!(
-                            "must hold at least two epochs of input ({} bytes: tile[0] x plane), got {bytes}",
-                            2 * epoch
-                        ),
-                    ));
-                }
-                n
-            }
-            None => (DEFAULT_STAGING_BYTES / epoch).max(2),
-        };
-        let staging_buffers = usize::try_from(staging_buffers)
-            .ok()
-            .filter(|&n| (n as u128) * (epoch as u128) <= isize::MAX as u128)
-            .ok_or_else(|| ConfigError::new("staging_bytes", "exceeds the address space"))?;
+        let (staging_buffers, epochs_per_buffer) = plan_staging(&layout, self.staging_bytes)?;
         let names = self
             .dimensions
             .iter()
@@ -95,9 +80,40 @@ impl Config {
             layout,
             names,
             staging_buffers,
+            epochs_per_buffer,
             threads,
         })
     }
+}
+
+/// Splits the staging budget into buffers of whole epochs: at least two
+/// buffers (one filling while the other is processed), each near
+/// [`TARGET_BUFFER_BYTES`] unless one epoch is larger, and no larger than a
+/// bounded array.
+fn plan_staging(layout: &Layout, staging_bytes: Option<u64>) -> Result<(usize, u64), ConfigError> {
+    let epoch = layout.epoch_bytes();
+    let budget = staging_bytes.unwrap_or(DEFAULT_STAGING_BYTES.max(2 * epoch));
+    if budget / epoch < 2 {
+        return Err(ConfigError::new(
+            "staging_bytes",
+            format!(
+                "must hold at least two epochs of input ({} bytes: tile[0] planes, twice), got {budget}",
+                2 * epoch
+            ),
+        ));
+    }
+    let mut per_buffer = (TARGET_BUFFER_BYTES / epoch).clamp(1, budget / epoch / 2);
+    let mut buffers = budget / (per_buffer * epoch);
+    if let Some(epochs) = layout.epoch_count() {
+        // A small bounded array needs no more than fits the whole of it.
+        per_buffer = per_buffer.min(epochs);
+        buffers = buffers.min(epochs.div_ceil(per_buffer).max(2));
+    }
+    let buffers = usize::try_from(buffers)
+        .ok()
+        .filter(|&n| (n as u128) * ((per_buffer * epoch) as u128) <= isize::MAX as u128)
+        .ok_or_else(|| ConfigError::new("staging_bytes", "exceeds the address space"))?;
+    Ok((buffers, per_buffer))
 }
 
 /// Layout rules name a dimension; the message already starts with the field.

@@ -2,10 +2,10 @@
 //! path, epoch hand-off to the backend, the delivery thread, flush, metrics
 //! and backend selection.
 //!
-//! `write` only copies into free staging memory. A staging buffer holds one
-//! epoch of input; when it is full it goes to the compute thread, which hands
-//! it back once the backend has read it. When no buffer is free, `write`
-//! returns 0 (busy) at once.
+//! `write` only copies into free staging memory. A staging buffer holds a
+//! batch of whole epochs of input; when it is full it goes to the compute
+//! thread, which hands it back once the backend has read it. When no buffer
+//! is free, `write` returns 0 (busy) at once.
 
 mod metrics;
 mod shared;
@@ -38,10 +38,10 @@ pub struct Stream {
     /// The buffer being filled, and how many bytes it holds.
     staging: Option<Vec<u8>>,
     filled: usize,
-    /// The epoch the staging buffer belongs to.
+    /// The first epoch of the staging buffer in hand.
     epoch: u64,
     bytes_in: u64,
-    epoch_bytes: usize,
+    buffer_bytes: usize,
     free_staging: Receiver<Vec<u8>>,
     jobs: Option<SyncSender<Job>>,
     threads: Vec<JoinHandle<()>>,
@@ -88,15 +88,15 @@ impl Stream {
     fn with_sink(v: Validated, sink: Box<dyn ShardSink>) -> Result<Stream> {
         let (backend, selection) = backend::select(&v)?;
         let shared = Arc::new(Shared::new(selection));
-        let epoch_bytes = v.layout.epoch_bytes() as usize;
+        let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
         let n = v.staging_buffers;
         let (free_tx, free_rx) = mpsc::channel();
         for _ in 0..n {
             let mut buf = Vec::new();
-            buf.try_reserve_exact(epoch_bytes).map_err(|_| {
-                Error::OutOfMemory(format!("{n} staging buffers of {epoch_bytes} bytes"))
+            buf.try_reserve_exact(buffer_bytes).map_err(|_| {
+                Error::OutOfMemory(format!("{n} staging buffers of {buffer_bytes} bytes"))
             })?;
-            buf.resize(epoch_bytes, 0);
+            buf.resize(buffer_bytes, 0);
             free_tx.send(buf).expect("receiver alive");
         }
         // Every staging buffer plus the finish message fits: sends never block.
@@ -106,6 +106,7 @@ impl Stream {
         let compute = ComputeThread {
             shared: shared.clone(),
             backend,
+            layout: v.layout.clone(),
             jobs: job_rx,
             free_staging: free_tx,
             deliveries: del_tx,
@@ -136,7 +137,7 @@ impl Stream {
             filled: 0,
             epoch: 0,
             bytes_in: 0,
-            epoch_bytes,
+            buffer_bytes,
             free_staging: free_rx,
             jobs: Some(job_tx),
             threads,
@@ -171,13 +172,13 @@ impl Stream {
                 break;
             }
             let buf = self.staging.as_mut().expect("a buffer is in hand");
-            let n = (take - done).min(self.epoch_bytes - self.filled);
+            let n = (take - done).min(self.buffer_bytes - self.filled);
             buf[self.filled..self.filled + n].copy_from_slice(&data[done..done + n]);
             self.filled += n;
             done += n;
             self.bytes_in += n as u64;
-            // A full epoch, or the (possibly shorter) last one of the array.
-            if self.filled == self.epoch_bytes || Some(self.bytes_in) == capacity {
+            // A full buffer, or the (possibly shorter) end of the array.
+            if self.filled == self.buffer_bytes || Some(self.bytes_in) == capacity {
                 self.submit()?;
             }
         }
@@ -291,12 +292,12 @@ impl Stream {
 
     fn submit(&mut self) -> Result<()> {
         let buf = self.staging.take().expect("a buffer is in hand");
-        let job = Job::Epoch {
-            epoch: self.epoch,
+        let job = Job::Batch {
+            first_epoch: self.epoch,
             buf,
             valid: self.filled,
         };
-        self.epoch += 1;
+        self.epoch += self.config.epochs_per_buffer;
         self.filled = 0;
         let jobs = self.jobs.as_ref().expect("open stream");
         jobs.send(job).map_err(|_| self.pipeline_gone())

@@ -16,9 +16,10 @@ use std::sync::Arc;
 
 /// Work for the compute thread.
 pub enum Job {
-    /// A staging buffer holding `valid` bytes of epoch `epoch`.
-    Epoch {
-        epoch: u64,
+    /// A staging buffer holding `valid` bytes of the epochs from
+    /// `first_epoch` on.
+    Batch {
+        first_epoch: u64,
         buf: Vec<u8>,
         valid: usize,
     },
@@ -51,6 +52,7 @@ fn guarded(shared: &Shared, what: &str, f: impl FnOnce() -> Result<()>) {
 pub struct ComputeThread {
     pub shared: Arc<Shared>,
     pub backend: Box<dyn Backend>,
+    pub layout: Layout,
     pub jobs: Receiver<Job>,
     pub free_staging: Sender<Vec<u8>>,
     pub deliveries: SyncSender<Delivery>,
@@ -61,31 +63,24 @@ impl ComputeThread {
     pub fn run(mut self) {
         while let Ok(job) = self.jobs.recv() {
             match job {
-                Job::Epoch { epoch, mut buf, valid } => {
-                    let skip = self.shared.is_poisoned() || self.shared.cancel.load(Relaxed);
-                    let mut out = self.spare_epochs.try_recv().unwrap_or_default();
-                    let mut ok = false;
-                    if !skip {
-                        guarded(&self.shared, "compute", || {
-                            // The tail of the last epoch is padding: fill value.
-                            buf[valid..].fill(0);
-                            let job = EpochJob {
-                                epoch,
-                                input: &buf,
-                                cancel: &self.shared.cancel,
-                                metrics: &self.shared.metrics,
-                            };
-                            self.backend.compress_epoch(job, &mut out)?;
-                            self.shared.metrics.add_epoch();
-                            ok = true;
-                            Ok(())
-                        });
+                Job::Batch {
+                    first_epoch,
+                    mut buf,
+                    valid,
+                } => {
+                    let epoch_bytes = self.layout.epoch_bytes() as usize;
+                    // Epochs that hold data; the last one may be partial.
+                    for (k, input) in buf[..valid.div_ceil(epoch_bytes) * epoch_bytes]
+                        .chunks_mut(epoch_bytes)
+                        .enumerate()
+                    {
+                        let filled = (valid - k * epoch_bytes).min(epoch_bytes);
+                        if !self.compress(first_epoch + k as u64, input, filled) {
+                            break;
+                        }
                     }
                     // The receiver is gone only when the stream is dropped.
                     let _ = self.free_staging.send(buf);
-                    if ok && self.deliveries.send(Delivery::Epoch(out)).is_err() {
-                        return;
-                    }
                 }
                 Job::Finish { planes } => {
                     let _ = self.deliveries.send(Delivery::Finish { planes });
@@ -93,6 +88,31 @@ impl ComputeThread {
                 }
             }
         }
+    }
+
+    /// Compresses one epoch and passes it on; false when the stream is
+    /// poisoned or abandoned and the rest of the work should be skipped.
+    fn compress(&mut self, epoch: u64, input: &mut [u8], filled: usize) -> bool {
+        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+            return false;
+        }
+        let mut out = self.spare_epochs.try_recv().unwrap_or_default();
+        let mut ok = false;
+        guarded(&self.shared, "compute", || {
+            // The tail of the last epoch is padding: fill value.
+            input[filled..].fill(0);
+            let job = EpochJob {
+                epoch,
+                input,
+                cancel: &self.shared.cancel,
+                metrics: &self.shared.metrics,
+            };
+            self.backend.compress_epoch(job, &mut out)?;
+            self.shared.metrics.add_epoch();
+            ok = true;
+            Ok(())
+        });
+        ok && self.deliveries.send(Delivery::Epoch(out)).is_ok()
     }
 }
 

@@ -172,10 +172,12 @@ def compare_reader(reader, store, raw_path, dtype, shape, n_raw, slab_bytes):
             n_have = max(0, min(count, n_raw - first))
             if n_have:
                 raw.seek(first * dtype.itemsize)
-                chunk = np.fromfile(raw, dtype=dtype.newbyteorder("<"), count=n_have)
-                if chunk.size != n_have:
+                dest = want_bits[:n_have]
+                nread = raw.readinto(memoryview(dest).cast("B"))
+                if nread != dest.nbytes:
                     raise CheckError("short read of %s at element %d" % (raw_path, first))
-                want_bits[:n_have] = uint_view(chunk)
+                if sys.byteorder == "big":  # the raw file is little-endian
+                    dest.byteswap(inplace=True)
 
             diff = np.flatnonzero(got_bits != want_bits)
             if diff.size:

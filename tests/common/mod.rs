@@ -1,0 +1,122 @@
+//! Helpers for driving the library through its C API from Rust tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr, CString};
+use std::sync::Mutex;
+use tiledzarr::ffi::*;
+
+/// Shards received by the collecting callback: coordinate -> shard file bytes.
+#[derive(Default)]
+pub struct Collected {
+    pub shards: Mutex<HashMap<Vec<u64>, Vec<u8>>>,
+    pub calls: Mutex<u64>,
+    /// Fail (return this value) from the call with this 1-based number on.
+    pub fail_from: Option<(u64, i32)>,
+    /// Where the index goes in the assembled file.
+    pub index_at_start: bool,
+}
+
+/// A `tz_shard_sink_fn` collecting into a `Collected` passed as user data.
+pub unsafe extern "C" fn collect(user: *mut c_void, shard: *const tz_shard) -> i32 {
+    let c = &*(user as *const Collected);
+    let s = &*shard;
+    let mut calls = c.calls.lock().unwrap();
+    *calls += 1;
+    if let Some((from, rc)) = c.fail_from {
+        if *calls >= from {
+            return rc;
+        }
+    }
+    let coord = std::slice::from_raw_parts(s.coord, s.rank as usize).to_vec();
+    let data = std::slice::from_raw_parts(s.data, s.data_bytes);
+    let index = std::slice::from_raw_parts(s.index, s.index_bytes);
+    let file = if c.index_at_start {
+        [index, data].concat()
+    } else {
+        [data, index].concat()
+    };
+    let old = c.shards.lock().unwrap().insert(coord.clone(), file);
+    assert!(old.is_none(), "shard {coord:?} emitted twice");
+    0
+}
+
+pub fn cstring(s: &str) -> CString {
+    CString::new(s).unwrap()
+}
+
+/// Creates a stream from JSON with an optional collecting callback.
+pub fn create_json(json: &str, sink: Option<&Collected>) -> Result<*mut tz_stream, (i32, String)> {
+    let json = cstring(json);
+    let mut s = std::ptr::null_mut();
+    let (f, user): (tz_shard_sink_fn, *mut c_void) = match sink {
+        Some(c) => (Some(collect), c as *const Collected as *mut c_void),
+        None => (None, std::ptr::null_mut()),
+    };
+    let rc = tz_create_json(json.as_ptr(), f, user, &mut s);
+    if rc != 0 {
+        assert!(s.is_null());
+        return Err((rc, last_error()));
+    }
+    assert!(!s.is_null());
+    Ok(s)
+}
+
+pub fn last_error() -> String {
+    unsafe { CStr::from_ptr(tz_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn stream_error(s: *const tz_stream) -> String {
+    unsafe { CStr::from_ptr(tz_stream_last_error(s)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Writes all of `data` with tz_write in pieces whose sizes come from
+/// `sizes` (cycled), retrying while busy. Returns the first error.
+pub fn write_in_pieces(s: *mut tz_stream, data: &[u8], sizes: &mut dyn FnMut() -> usize) -> Result<(), i64> {
+    let mut done = 0;
+    while done < data.len() {
+        let n = sizes().clamp(1, data.len() - done);
+        let mut piece = &data[done..done + n];
+        while !piece.is_empty() {
+            let r = tz_write(s, piece.as_ptr() as *const c_void, piece.len());
+            if r < 0 {
+                return Err(r);
+            }
+            if r == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            piece = &piece[r as usize..];
+            done += r as usize;
+        }
+    }
+    Ok(())
+}
+
+/// A small deterministic generator (splitmix64) for test data and sizes.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi].
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+}
