@@ -267,7 +267,9 @@ impl Generator {
         // thread makes a contiguous run of the batch's frames.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let per_batch = (64 << 20) / self.frame_bytes;
-        let per_batch = per_batch.max(threads).min(frames.try_into().unwrap_or(usize::MAX));
+        let per_batch = per_batch
+            .max(threads)
+            .min(frames.try_into().unwrap_or(usize::MAX));
         let mut buffer = vec![0u8; per_batch * self.frame_bytes];
         let mut next = 0u64;
         while next < frames {
@@ -388,8 +390,9 @@ impl Lut {
     }
 }
 
-/// One Gaussian blob whose amplitude is `peak·(1 + m·sin(θ + phase))`, with θ
-/// the frame's modulation phase. Because
+/// The blob image of one plane. Each Gaussian blob has the amplitude
+/// `peak·(1 + m·sin(θ + φ))`, with θ the frame's modulation phase and φ the
+/// blob's own. Because
 /// `sin(θ + φ) = sin θ·cos φ + cos θ·sin φ`, the sum over all blobs is
 /// `T0 + m·sin θ·Tc + m·cos θ·Ts` with three fixed images
 /// `T0 = Σ peak·g`, `Tc = Σ peak·cos φ·g`, `Ts = Σ peak·sin φ·g`:
@@ -746,7 +749,22 @@ mod tests {
                     })
             })
             .collect();
-        assert_eq!(hashes, [0; 5]);
+        assert_eq!(
+            hashes,
+            [
+                5_208_106_747_728_239_711,
+                7_239_139_295_873_460_304,
+                10_740_646_332_422_033_798,
+                16_640_811_427_638_185_382,
+                17_256_169_334_438_915_309,
+            ]
+        );
+    }
+
+    #[test]
+    fn generator_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Generator>();
     }
 
     #[test]
