@@ -16,8 +16,8 @@ fn main() {
 }
 
 fn generate_header(root: &std::path::Path) {
-    let mut config = cbindgen::Config::from_file(root.join("cbindgen.toml"))
-        .expect("cbindgen.toml is readable");
+    let mut config =
+        cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is readable");
     let version = |k: &str| std::env::var(k).unwrap();
     config.after_includes = Some(format!(
         "\n#define TZ_VERSION_MAJOR {}\n#define TZ_VERSION_MINOR {}\n#define TZ_VERSION_PATCH {}\n\n/** An open stream (opaque). */\ntypedef struct tz_stream tz_stream;\n",

@@ -28,7 +28,10 @@ pub enum Error {
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
     #[error("GPU failure in {stage}: {message}")]
-    Gpu { stage: &'static str, message: String },
+    Gpu {
+        stage: &'static str,
+        message: String,
+    },
     #[error("timed out after {0} ms")]
     Timeout(u64),
     #[error("out of memory: {0}")]

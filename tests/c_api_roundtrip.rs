@@ -31,7 +31,11 @@ impl Case {
         self.dtype.size()
     }
     fn plane_bytes(&self) -> usize {
-        self.dims[1..].iter().map(|d| d.0 as usize).product::<usize>() * self.elem()
+        self.dims[1..]
+            .iter()
+            .map(|d| d.0 as usize)
+            .product::<usize>()
+            * self.elem()
     }
     /// The extent of dimension 0 after flush.
     fn planes(&self) -> u64 {
@@ -143,7 +147,13 @@ fn stream(case: &Case, data: &[u8], rng: &mut Rng) -> Collected {
     assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), 0);
     let m = unsafe { m.assume_init() };
     assert_eq!(m.bytes_in, data.len() as u64);
-    let emitted: u64 = sink.shards.lock().unwrap().values().map(|v| v.len() as u64).sum();
+    let emitted: u64 = sink
+        .shards
+        .lock()
+        .unwrap()
+        .values()
+        .map(|v| v.len() as u64)
+        .sum();
     assert_eq!(m.bytes_out, emitted);
     assert_eq!(m.shards_emitted, sink.shards.lock().unwrap().len() as u64);
     tz_destroy(s);
@@ -154,7 +164,11 @@ fn check(case: &Case, rng: &mut Rng) {
     let data = rng.bytes(case.bytes);
     let sink = stream(case, &data, rng);
     let shards = sink.shards.into_inner().unwrap();
-    let codec = if case.zstd { decode::Codec::Zstd } else { decode::Codec::None };
+    let codec = if case.zstd {
+        decode::Codec::Zstd
+    } else {
+        decode::Codec::None
+    };
     let loc = if case.index_at_start {
         decode::IndexLocation::Start
     } else {

@@ -67,7 +67,10 @@ impl DType {
     }
 
     pub fn is_signed(self) -> bool {
-        matches!(self, DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64)
+        matches!(
+            self,
+            DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64
+        )
     }
 
     pub fn from_name(name: &str) -> Option<DType> {

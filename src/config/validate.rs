@@ -56,7 +56,10 @@ impl Config {
         if self.threads > MAX_THREADS {
             return Err(ConfigError::new(
                 "threads",
-                format!("must be 0 (one per core) to {MAX_THREADS}, got {}", self.threads),
+                format!(
+                    "must be 0 (one per core) to {MAX_THREADS}, got {}",
+                    self.threads
+                ),
             ));
         }
         if let Some(store) = &self.store {
@@ -130,7 +133,9 @@ mod tests {
     use super::*;
 
     fn err(json: &str) -> ConfigError {
-        Config::from_json(json).and_then(|c| c.validate().map(|_| ())).unwrap_err()
+        Config::from_json(json)
+            .and_then(|c| c.validate().map(|_| ()))
+            .unwrap_err()
     }
 
     const DIMS: &str = r#""dimensions": [{"size": 0, "tile": 4}, {"size": 16, "tile": 4}]"#;

@@ -35,13 +35,17 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         .copied()
         .ok_or_else(|| bad("dtype", format!("unknown tz_dtype value {}", c.dtype)))?;
     if c.rank == 0 || c.rank as usize > MAX_RANK {
-        return Err(bad("rank", format!("must be 1 to {MAX_RANK}, got {}", c.rank)));
+        return Err(bad(
+            "rank",
+            format!("must be 1 to {MAX_RANK}, got {}", c.rank),
+        ));
     }
     if c.dimensions.is_null() {
         return Err(Error::InvalidArgument("config.dimensions is NULL".into()));
     }
     // SAFETY: non-NULL, and the caller guarantees `rank` entries.
-    let dims: &[tz_dimension] = unsafe { std::slice::from_raw_parts(c.dimensions, c.rank as usize) };
+    let dims: &[tz_dimension] =
+        unsafe { std::slice::from_raw_parts(c.dimensions, c.rank as usize) };
     let mut dimensions = Vec::with_capacity(dims.len());
     for (i, d) in dims.iter().enumerate() {
         // SAFETY: the caller guarantees NULL or a NUL-terminated string.
@@ -67,7 +71,12 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
     let index_location = match c.index_location {
         0 => IndexLocation::End,
         1 => IndexLocation::Start,
-        n => return Err(bad("index_location", format!("unknown tz_index_location value {n}"))),
+        n => {
+            return Err(bad(
+                "index_location",
+                format!("unknown tz_index_location value {n}"),
+            ))
+        }
     };
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
     let store = unsafe { read_str(c.store_path, "store_path") }?.map(|p| Store {

@@ -3,6 +3,10 @@
 //! arguments, calls one safe function and maps the result.
 
 #![allow(non_camel_case_types)]
+// These functions are the C ABI: their pointer arguments are the C caller's
+// promise (documented per function), checked for NULL here. Rust code uses
+// the safe `Stream` API instead.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod callback_sink;
 mod convert;
@@ -197,7 +201,9 @@ fn write_impl(
             return Err(null("data"));
         }
         if nbytes > isize::MAX as usize {
-            return Err(Error::InvalidArgument(format!("nbytes {nbytes} is too large")));
+            return Err(Error::InvalidArgument(format!(
+                "nbytes {nbytes} is too large"
+            )));
         }
         // SAFETY: non-NULL and, by the C contract, `nbytes` readable bytes
         // that the caller does not change during the call.
@@ -246,7 +252,10 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
         let m = stream.metrics();
         let (kind, reason) = stream.backend();
         let mut backend_reason = [0 as c_char; 256];
-        for (dst, &b) in backend_reason.iter_mut().zip(reason.as_bytes().iter().take(255)) {
+        for (dst, &b) in backend_reason
+            .iter_mut()
+            .zip(reason.as_bytes().iter().take(255))
+        {
             *dst = b as c_char;
         }
         let metrics = tz_metrics {

@@ -38,7 +38,9 @@ impl Dim {
 pub enum LayoutError {
     #[error("rank must be 1 to {MAX_RANK}, got {0}")]
     Rank(usize),
-    #[error("dimensions[{0}].size: must be at least 1 (only dimension 0 may be 0, meaning unbounded)")]
+    #[error(
+        "dimensions[{0}].size: must be at least 1 (only dimension 0 may be 0, meaning unbounded)"
+    )]
     ZeroSize(usize),
     #[error("dimensions[{0}].tile: must be at least 1")]
     ZeroTile(usize),
@@ -52,7 +54,9 @@ pub enum LayoutError {
     TileTooLarge { dim: usize, bytes: u128 },
     #[error("dimensions[{0}].tiles_per_shard: a shard would hold more than 2^32 chunks")]
     ShardTooLarge(usize),
-    #[error("dimensions[{0}]: one epoch (tile[0] planes) or its tile pool overflows the address space")]
+    #[error(
+        "dimensions[{0}]: one epoch (tile[0] planes) or its tile pool overflows the address space"
+    )]
     EpochTooLarge(usize),
 }
 

@@ -63,7 +63,13 @@ impl Layout {
         let tps: Vec<u64> = dims
             .iter()
             .zip(&tile_count)
-            .map(|(d, &tc)| if d.tiles_per_shard == 0 { tc } else { d.tiles_per_shard })
+            .map(|(d, &tc)| {
+                if d.tiles_per_shard == 0 {
+                    tc
+                } else {
+                    d.tiles_per_shard
+                }
+            })
             .collect();
         let shard_count: Vec<u64> = tile_count
             .iter()
@@ -122,7 +128,11 @@ impl Layout {
     }
     /// The shard shape in elements: `tps[d] · tile[d]`.
     pub fn shard_shape(&self) -> Vec<u64> {
-        self.dims.iter().zip(&self.tps).map(|(d, &p)| d.tile * p).collect()
+        self.dims
+            .iter()
+            .zip(&self.tps)
+            .map(|(d, &p)| d.tile * p)
+            .collect()
     }
     /// Elements in one plane (one index along dimension 0).
     pub fn plane_elems(&self) -> u64 {
@@ -241,7 +251,10 @@ impl Layout {
     /// The shard row that epoch `e` belongs to, and the first index slot it
     /// fills in each of that row's shards.
     pub fn epoch_in_shard_row(&self, e: u64) -> (u64, u64) {
-        (e / self.tps[0], (e % self.tps[0]) * self.chunks_per_shard_epoch)
+        (
+            e / self.tps[0],
+            (e % self.tps[0]) * self.chunks_per_shard_epoch,
+        )
     }
 
     /// Planes along dimension 0 covered by the first `rows` complete shard rows.

@@ -77,7 +77,13 @@ fn naive_place(dims: &[Dim], planes: u64, mut e: u64) -> Place {
     let tps: Vec<u64> = dims
         .iter()
         .zip(&tile_count)
-        .map(|(d, &c)| if d.tiles_per_shard == 0 { c } else { d.tiles_per_shard })
+        .map(|(d, &c)| {
+            if d.tiles_per_shard == 0 {
+                c
+            } else {
+                d.tiles_per_shard
+            }
+        })
         .collect();
     let t: Vec<u64> = (0..rank).map(|d| x[d] / dims[d].tile).collect();
     let n: Vec<u64> = (0..rank).map(|d| x[d] % dims[d].tile).collect();
@@ -181,7 +187,11 @@ proptest! {
 
 #[test]
 fn counts_of_the_cam32_configuration() {
-    let dims = [Dim::new(0, 32, 1), Dim::new(2048, 32, 16), Dim::new(2048, 32, 16)];
+    let dims = [
+        Dim::new(0, 32, 1),
+        Dim::new(2048, 32, 16),
+        Dim::new(2048, 32, 16),
+    ];
     let l = Layout::new(&dims, 2).unwrap();
     assert_eq!(l.tiles_per_epoch(), 64 * 64);
     assert_eq!(l.shards_per_row(), 16);
@@ -211,8 +221,14 @@ fn rules_are_enforced() {
     assert_eq!(e(&[Dim::new(4, 1, 1), Dim::new(0, 1, 1)], 1), ZeroSize(1));
     assert_eq!(e(&[Dim::new(4, 0, 1)], 1), ZeroTile(0));
     assert_eq!(e(&[Dim::new(0, 4, 0)], 1), UnboundedAllTiles);
-    assert_eq!(e(&[Dim::new(1 << 40, 1, 1), Dim::new(1 << 40, 1, 1)], 1), ElementsOverflow(1));
+    assert_eq!(
+        e(&[Dim::new(1 << 40, 1, 1), Dim::new(1 << 40, 1, 1)], 1),
+        ElementsOverflow(1)
+    );
     assert_eq!(e(&[Dim::new(1 << 62, 1, 1)], 8), BytesOverflow(0));
-    assert!(matches!(e(&[Dim::new(1 << 20, 1 << 20, 1), Dim::new(4096, 4096, 1)], 1), TileTooLarge { dim: 1, .. }));
+    assert!(matches!(
+        e(&[Dim::new(1 << 20, 1 << 20, 1), Dim::new(4096, 4096, 1)], 1),
+        TileTooLarge { dim: 1, .. }
+    ));
     assert!(Layout::new(&[Dim::new(1 << 31, (1 << 31) - 1, 1)], 1).is_ok());
 }

@@ -241,7 +241,8 @@ impl Stream {
         }
         for t in self.threads.drain(..) {
             if t.join().is_err() {
-                self.shared.poison(Error::Internal("a pipeline thread panicked".into()));
+                self.shared
+                    .poison(Error::Internal("a pipeline thread panicked".into()));
             }
         }
         self.shared.check()?;

@@ -41,7 +41,11 @@ impl Shared {
         if !self.poisoned.load(Ordering::Acquire) {
             return Ok(());
         }
-        Err(self.poison.lock().clone().expect("poisoned implies an error"))
+        Err(self
+            .poison
+            .lock()
+            .clone()
+            .expect("poisoned implies an error"))
     }
 
     pub fn is_poisoned(&self) -> bool {

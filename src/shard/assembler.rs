@@ -92,7 +92,10 @@ impl ShardAssembler {
 
     /// Emits the row in progress, if any: the partial shards of a stream
     /// that ends before its shard row is full. Their missing chunks stay empty.
-    pub fn finish<E>(&mut self, emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>) -> Result<bool, E> {
+    pub fn finish<E>(
+        &mut self,
+        emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
+    ) -> Result<bool, E> {
         if self.row.is_none() {
             return Ok(false);
         }

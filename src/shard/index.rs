@@ -32,7 +32,11 @@ impl ShardIndex {
         out.clear();
         out.reserve(self.pairs.len() * 16 + 4);
         for &[offset, nbytes] in &self.pairs {
-            let offset = if offset == EMPTY { EMPTY } else { offset + shift };
+            let offset = if offset == EMPTY {
+                EMPTY
+            } else {
+                offset + shift
+            };
             out.extend_from_slice(&offset.to_le_bytes());
             out.extend_from_slice(&nbytes.to_le_bytes());
         }

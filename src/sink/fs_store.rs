@@ -120,13 +120,16 @@ fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
 }
 
 fn remove_old_store(root: &Path) -> Result<()> {
-    let is_empty_dir = fs::read_dir(root).map(|mut d| d.next().is_none()).unwrap_or(false);
+    let is_empty_dir = fs::read_dir(root)
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(false);
     let is_store = root.join("zarr.json").is_file();
     if !(root.is_dir() && (is_empty_dir || is_store)) {
         return Err(Error::Exists {
             path: root.to_path_buf(),
-            reason: "it is not a Zarr store (no zarr.json) nor an empty folder; refusing to delete it"
-                .into(),
+            reason:
+                "it is not a Zarr store (no zarr.json) nor an empty folder; refusing to delete it"
+                    .into(),
         });
     }
     fs::remove_dir_all(root).map_err(|e| Error::io("removing old store", root, e))

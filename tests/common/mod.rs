@@ -76,7 +76,11 @@ pub fn stream_error(s: *const tz_stream) -> String {
 
 /// Writes all of `data` with tz_write in pieces whose sizes come from
 /// `sizes` (cycled), retrying while busy. Returns the first error.
-pub fn write_in_pieces(s: *mut tz_stream, data: &[u8], sizes: &mut dyn FnMut() -> usize) -> Result<(), i64> {
+pub fn write_in_pieces(
+    s: *mut tz_stream,
+    data: &[u8],
+    sizes: &mut dyn FnMut() -> usize,
+) -> Result<(), i64> {
     let mut done = 0;
     while done < data.len() {
         let n = sizes().clamp(1, data.len() - done);

@@ -111,7 +111,7 @@ pub fn read_index(
                 return Ok(None);
             }
             let end = offset.checked_add(nbytes);
-            if offset < lo || end.map_or(true, |end| end > hi) {
+            if offset < lo || end.is_none_or(|end| end > hi) {
                 return Err(format!(
                     "chunk {k}: bytes [{offset}, +{nbytes}) are not within the data region [{lo}, {hi}) of the shard"
                 ));
@@ -369,7 +369,7 @@ fn parse_metadata(meta: &serde_json::Value) -> Result<Layout, String> {
         return Err(format!("fill_value {fill} is not zero"));
     }
     if let Some(t) = meta.get("storage_transformers") {
-        if t.as_array().map_or(true, |a| !a.is_empty()) {
+        if t.as_array().is_none_or(|a| !a.is_empty()) {
             return Err(format!("unsupported storage_transformers {t}"));
         }
     }
@@ -539,7 +539,7 @@ mod tests {
                         let lin = lin as usize * elem;
                         tile.extend_from_slice(&data[lin..lin + elem]);
                     } else {
-                        tile.extend(std::iter::repeat(0).take(elem));
+                        tile.extend(std::iter::repeat_n(0, elem));
                     }
                 }
                 let all_zero = tile.iter().all(|&b| b == 0);

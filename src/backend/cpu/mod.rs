@@ -96,7 +96,12 @@ fn gather(plan: &TileGather, input: &[u8], elem: usize, tile: &mut [u8]) {
 
 /// Packs the chunks densely in shard-major order: permute sizes, exclusive
 /// scan, gather (sharding.md's three passes).
-fn aggregate(layout: &Layout, plans: &[(TileGather, u64)], chunks: &[Vec<u8>], out: &mut CompressedEpoch) {
+fn aggregate(
+    layout: &Layout,
+    plans: &[(TileGather, u64)],
+    chunks: &[Vec<u8>],
+    out: &mut CompressedEpoch,
+) {
     let len = layout.shard_major_len() as usize;
     out.offsets.clear();
     out.offsets.resize(len + 1, 0);
