@@ -1,1 +1,65 @@
-fn main() {}
+//! The CPU pipeline on the benchmark protocol's cam-32 configuration
+//! (uint16, z ∞/32/1, y 2048/32/16, x 2048/32/16) with microscopy data, one
+//! frame per write: with shards discarded (the pipeline alone) and with the
+//! filesystem store (end to end).
+//!
+//! `cargo bench --bench cpu_pipeline`; `TZ_BENCH_FRAMES` sets the frames per
+//! iteration (default 64 = 512 MiB, two epochs).
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::time::Duration;
+use tiledzarr::sink::Discard;
+use tiledzarr::synth::{Generator, Pattern};
+use tiledzarr::{Config, DType, Stream};
+
+const CAM32: &str = r#"{"dtype": "uint16", "backend": "cpu", "dimensions": [
+    {"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1},
+    {"name": "y", "size": 2048, "tile": 32, "tiles_per_shard": 16},
+    {"name": "x", "size": 2048, "tile": 32, "tiles_per_shard": 16}],
+    "codec": {"name": "zstd", "level": 1}}"#;
+
+fn frames() -> Vec<Vec<u8>> {
+    let n: u64 = std::env::var("TZ_BENCH_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let gen = Generator::new(Pattern::Microscopy, DType::Uint16, &[2048, 2048], 1);
+    (0..n)
+        .map(|i| {
+            let mut f = vec![0u8; gen.frame_bytes()];
+            gen.fill_frame(i, &mut f);
+            f
+        })
+        .collect()
+}
+
+fn run(config: &Config, frames: &[Vec<u8>], discard: bool) {
+    let sink = discard.then(|| Box::new(Discard) as Box<dyn tiledzarr::sink::ShardSink>);
+    let mut s = Stream::new(config, sink).expect("stream");
+    for f in frames {
+        s.write_blocking(f, None).expect("write");
+    }
+    s.finish().expect("finish");
+}
+
+fn cam32(c: &mut Criterion) {
+    let frames = frames();
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+    let mut g = c.benchmark_group("cam-32");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(30))
+        .throughput(Throughput::Bytes(bytes));
+    let discard = Config::from_json(CAM32).unwrap();
+    g.bench_function("cpu/discard", |b| b.iter(|| run(&discard, &frames, true)));
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = discard.clone();
+    store.store = Some(tiledzarr::config::Store {
+        path: dir.path().join("bench.zarr"),
+        overwrite: true,
+    });
+    g.bench_function("cpu/filesystem", |b| b.iter(|| run(&store, &frames, false)));
+    g.finish();
+}
+
+criterion_group!(benches, cam32);
+criterion_main!(benches);
