@@ -79,5 +79,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         m.compression_ratio(),
         m.shards,
     );
+    let stages: Vec<String> = tiledzarr::pipeline::Stage::ALL
+        .iter()
+        .map(|&st| format!("{} {:.2} s", st.name(), m.seconds(st)))
+        .collect();
+    println!(
+        "cumulative stage seconds (all threads): {}",
+        stages.join(", ")
+    );
     Ok(())
 }

@@ -267,6 +267,24 @@ impl Layout {
     pub fn tile_gather(&self, i: u64) -> TileGather {
         TileGather::new(self, i)
     }
+
+    /// Tiles in a row: consecutive pool slots that differ only in their
+    /// last tile coordinate (1 for rank 1). They read the same input rows,
+    /// so gathering them together reads the input in order.
+    pub fn tiles_per_row(&self) -> u64 {
+        if self.rank() == 1 {
+            1
+        } else {
+            self.tile_count[self.rank() - 1]
+        }
+    }
+
+    /// Elements of tile `j` of a row along the last dimension, clipped at the
+    /// array's edge (rank >= 2).
+    pub fn row_tile_extent(&self, j: u64) -> u64 {
+        let last = self.dims[self.rank() - 1];
+        last.tile.min(last.size - j * last.tile)
+    }
 }
 
 /// Row-major unravel of `i` against `shape` into `out` (same length).

@@ -96,6 +96,8 @@ impl Stream {
             buf.try_reserve_exact(buffer_bytes).map_err(|_| {
                 Error::OutOfMemory(format!("{n} staging buffers of {buffer_bytes} bytes"))
             })?;
+            // Writing the zeros now faults every page in at creation, so
+            // that the acquisition's writes never wait on the kernel.
             buf.resize(buffer_bytes, 0);
             free_tx.send(buf).expect("receiver alive");
         }

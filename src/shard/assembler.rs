@@ -62,24 +62,27 @@ impl ShardAssembler {
     ) -> Result<bool, E> {
         let (row, first_chunk) = self.layout.epoch_in_shard_row(epoch.epoch);
         debug_assert!(self.row.is_none_or(|r| r == row), "epochs out of order");
+        if self.layout.epochs_per_shard_row() == 1 {
+            // Each shard is one contiguous run of this epoch: emit it from
+            // there, without copying it into the shard state.
+            self.emit_epoch_row(row, epoch, emit)?;
+            return Ok(true);
+        }
         self.row = Some(row);
         let per_shard = self.layout.chunks_per_shard_epoch() as usize;
-        let offsets = &epoch.offsets;
         for (k, shard) in self.shards.iter_mut().enumerate() {
-            let first = k * per_shard;
-            let (begin, end) = (offsets[first], offsets[first + per_shard]);
+            let (begin, end) = shard_range(epoch, k, per_shard);
             let base = shard.data.len() as u64;
-            shard
-                .data
-                .extend_from_slice(&epoch.data[begin as usize..end as usize]);
-            for w in 0..per_shard {
-                let j = first + w;
-                if self.present[j] {
-                    let at = base + offsets[j] - begin;
-                    let nbytes = offsets[j + 1] - offsets[j];
-                    shard.index.set(first_chunk as usize + w, at, nbytes);
-                }
-            }
+            shard.data.extend_from_slice(&epoch.data[begin..end]);
+            index_epoch(
+                &mut shard.index,
+                &self.present,
+                epoch,
+                k,
+                per_shard,
+                first_chunk,
+                base,
+            );
         }
         let last_of_row = (epoch.epoch + 1) % self.layout.epochs_per_shard_row() == 0;
         let last_of_array = self.layout.epoch_count() == Some(epoch.epoch + 1);
@@ -88,6 +91,32 @@ impl ShardAssembler {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    fn emit_epoch_row<E>(
+        &mut self,
+        row: u64,
+        epoch: &CompressedEpoch,
+        emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let per_shard = self.layout.chunks_per_shard_epoch() as usize;
+        let shift = self.index_shift();
+        for k in 0..self.shards.len() {
+            let (begin, end) = shard_range(epoch, k, per_shard);
+            let index = &mut self.shards[k].index;
+            index_epoch(index, &self.present, epoch, k, per_shard, 0, 0);
+            index.serialize(shift, &mut self.index_bytes);
+            index.clear();
+            self.layout.shard_coord(row, k as u64, &mut self.coord);
+            emit(Shard {
+                coord: &self.coord,
+                data: &epoch.data[begin..end],
+                index: &self.index_bytes,
+                index_at_start: self.index_at_start,
+            })?;
+        }
+        self.rows_emitted += 1;
+        Ok(())
     }
 
     /// Emits the row in progress, if any: the partial shards of a stream
@@ -105,11 +134,7 @@ impl ShardAssembler {
 
     fn emit_row<E>(&mut self, emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>) -> Result<(), E> {
         let row = self.row.take().expect("a row is in progress");
-        let shift = if self.index_at_start {
-            self.layout.index_bytes() as u64
-        } else {
-            0
-        };
+        let shift = self.index_shift();
         for (k, shard) in self.shards.iter_mut().enumerate() {
             self.layout.shard_coord(row, k as u64, &mut self.coord);
             shard.index.serialize(shift, &mut self.index_bytes);
@@ -124,5 +149,48 @@ impl ShardAssembler {
         }
         self.rows_emitted += 1;
         Ok(())
+    }
+}
+
+impl ShardAssembler {
+    /// Offsets in the index count from the start of the shard file: with the
+    /// index first, they skip its bytes.
+    fn index_shift(&self) -> u64 {
+        if self.index_at_start {
+            self.layout.index_bytes() as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// The byte range of active shard `k`'s chunks in `epoch`'s data.
+fn shard_range(epoch: &CompressedEpoch, k: usize, per_shard: usize) -> (usize, usize) {
+    let first = k * per_shard;
+    (
+        epoch.offsets[first] as usize,
+        epoch.offsets[first + per_shard] as usize,
+    )
+}
+
+/// Records shard `k`'s chunks of `epoch` in its index, at chunk slots from
+/// `first_chunk` on, their data starting at `base` in the shard.
+fn index_epoch(
+    index: &mut ShardIndex,
+    present: &[bool],
+    epoch: &CompressedEpoch,
+    k: usize,
+    per_shard: usize,
+    first_chunk: u64,
+    base: u64,
+) {
+    let first = k * per_shard;
+    let offsets = &epoch.offsets;
+    for w in 0..per_shard {
+        let j = first + w;
+        if present[j] {
+            let at = base + offsets[j] - offsets[first];
+            index.set(first_chunk as usize + w, at, offsets[j + 1] - offsets[j]);
+        }
     }
 }

@@ -1,23 +1,31 @@
 //! The CPU backend: per tile, gather from the epoch's row-major input and
 //! compress, on a pool of worker threads; then group by shard.
 
+mod gather;
+
 use super::{Backend, EpochJob};
 use crate::codec::ChunkCompressor;
 use crate::config::{Codec, Validated};
 use crate::error::{Error, Result};
-use crate::layout::{Layout, TileGather};
+use crate::layout::Layout;
 use crate::pipeline::Stage;
 use crate::shard::CompressedEpoch;
+use gather::{gather_row, row_tasks, RowTask};
 use rayon::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
+
+/// Scratch per task stays near this size (many small tiles per task, or
+/// one large tile).
+const TASK_BYTES: usize = 1 << 20;
 
 pub struct CpuBackend {
     layout: Layout,
     codec: Codec,
     pool: rayon::ThreadPool,
-    /// Gather plan and shard-major position of every pool slot, computed once.
-    plans: Vec<(TileGather, u64)>,
+    tasks: Vec<RowTask>,
+    /// The pool slot at each shard-major position (None: no tile there).
+    order: Vec<Option<u64>>,
     /// One encoded chunk per pool slot, reused from epoch to epoch.
     chunks: Vec<Vec<u8>>,
 }
@@ -30,15 +38,18 @@ impl CpuBackend {
             .thread_name(|i| format!("tz-cpu-{i}"))
             .build()
             .map_err(|e| Error::Internal(format!("starting worker threads: {e}")))?;
-        let plans = (0..layout.tiles_per_epoch())
-            .map(|i| (layout.tile_gather(i), layout.shard_position(i)))
+        let max_tiles = (TASK_BYTES / layout.tile_bytes()).max(1) as u64;
+        let tasks = row_tasks(&layout, max_tiles);
+        let order = (0..layout.shard_major_len())
+            .map(|j| layout.slot_at_position(j))
             .collect();
         let chunks = vec![Vec::new(); layout.tiles_per_epoch() as usize];
         Ok(CpuBackend {
             layout,
             codec: v.config.codec,
             pool,
-            plans,
+            tasks,
+            order,
             chunks,
         })
     }
@@ -47,26 +58,38 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     fn compress_epoch(&mut self, job: EpochJob<'_>, out: &mut CompressedEpoch) -> Result<()> {
         let layout = &self.layout;
-        let elem = layout.elem_size();
         let tile_bytes = layout.tile_bytes();
         let codec = self.codec;
-        let plans = &self.plans;
+        // Hand each task its own slice of the chunk outputs.
+        let mut outputs = Vec::with_capacity(self.tasks.len());
+        let mut rest = &mut self.chunks[..];
+        for task in &self.tasks {
+            let (mine, tail) = rest.split_at_mut(task.count as usize);
+            outputs.push((task, mine));
+            rest = tail;
+        }
         self.pool.install(|| {
-            self.chunks.par_iter_mut().enumerate().try_for_each_init(
-                || (ChunkCompressor::new(codec), vec![0u8; tile_bytes]),
-                |(compressor, tile), (slot, chunk)| -> Result<()> {
+            outputs.into_par_iter().try_for_each_init(
+                || (ChunkCompressor::new(codec), Vec::new()),
+                |(compressor, scratch), (task, chunks)| -> Result<()> {
                     if job.cancel.load(Relaxed) {
                         return Ok(());
                     }
                     let t0 = Instant::now();
-                    gather(&plans[slot].0, job.input, elem, tile);
+                    scratch.resize(task.count as usize * tile_bytes, 0);
+                    gather_row(layout, task, job.input, scratch);
                     let t1 = Instant::now();
                     let compressor = compressor
                         .as_mut()
                         .map_err(|e| Error::Internal(format!("creating compressor: {e}")))?;
-                    compressor
-                        .compress(tile, chunk)
-                        .map_err(|e| Error::Internal(format!("compressing tile {slot}: {e}")))?;
+                    for (k, (tile, chunk)) in scratch.chunks(tile_bytes).zip(chunks).enumerate() {
+                        compressor.compress(tile, chunk).map_err(|e| {
+                            Error::Internal(format!(
+                                "compressing tile {}: {e}",
+                                task.first_slot + k as u64
+                            ))
+                        })?;
+                    }
                     job.metrics.add_time(Stage::Scatter, t1 - t0);
                     job.metrics.add_time(Stage::Compress, t1.elapsed());
                     Ok(())
@@ -74,47 +97,24 @@ impl Backend for CpuBackend {
             )
         })?;
         job.metrics.time(Stage::Aggregate, || {
-            aggregate(layout, plans, &self.chunks, out);
+            aggregate(&self.order, &self.chunks, out);
         });
         out.epoch = job.epoch;
         Ok(())
     }
 }
 
-/// Copies one tile out of the epoch's input; the parts of an edge tile
-/// outside the array get the fill value (zero).
-fn gather(plan: &TileGather, input: &[u8], elem: usize, tile: &mut [u8]) {
-    if plan.is_clipped() {
-        tile.fill(0);
-    }
-    let run = plan.run_len() as usize * elem;
-    plan.for_each_run(|src, dst| {
-        let (src, dst) = (src as usize * elem, dst as usize * elem);
-        tile[dst..dst + run].copy_from_slice(&input[src..src + run]);
-    });
-}
-
-/// Packs the chunks densely in shard-major order: permute sizes, exclusive
-/// scan, gather (sharding.md's three passes).
-fn aggregate(
-    layout: &Layout,
-    plans: &[(TileGather, u64)],
-    chunks: &[Vec<u8>],
-    out: &mut CompressedEpoch,
-) {
-    let len = layout.shard_major_len() as usize;
+/// Packs the chunks densely in shard-major order. sharding.md's three
+/// passes (permute sizes, exclusive scan, gather) collapse on the CPU into
+/// one walk over the positions in order, appending each chunk.
+fn aggregate(order: &[Option<u64>], chunks: &[Vec<u8>], out: &mut CompressedEpoch) {
     out.offsets.clear();
-    out.offsets.resize(len + 1, 0);
-    for ((_, pos), chunk) in plans.iter().zip(chunks) {
-        out.offsets[*pos as usize + 1] = chunk.len() as u64;
-    }
-    for j in 0..len {
-        out.offsets[j + 1] += out.offsets[j];
-    }
     out.data.clear();
-    out.data.resize(out.offsets[len] as usize, 0);
-    for ((_, pos), chunk) in plans.iter().zip(chunks) {
-        let at = out.offsets[*pos as usize] as usize;
-        out.data[at..at + chunk.len()].copy_from_slice(chunk);
+    out.offsets.push(0);
+    for slot in order {
+        if let Some(slot) = slot {
+            out.data.extend_from_slice(&chunks[*slot as usize]);
+        }
+        out.offsets.push(out.data.len() as u64);
     }
 }

@@ -1,0 +1,132 @@
+//! The CPU stages one by one on one cam-32 epoch of microscopy data (4096
+//! tiles of 32x32x32 uint16): scatter (gather plans), zstd level 1 on one
+//! thread and on every core (the CPU zstd ceiling), aggregation by shard,
+//! shard assembly and emission.
+//!
+//! `cargo bench --bench cpu_stages`
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rayon::prelude::*;
+use std::time::Duration;
+use tiledzarr::codec::ChunkCompressor;
+use tiledzarr::config::{Codec, IndexLocation};
+use tiledzarr::layout::{Dim, Layout};
+use tiledzarr::shard::{CompressedEpoch, ShardAssembler};
+use tiledzarr::synth::{Generator, Pattern};
+use tiledzarr::DType;
+
+fn layout() -> Layout {
+    Layout::new(
+        &[
+            Dim::new(0, 32, 1),
+            Dim::new(2048, 32, 16),
+            Dim::new(2048, 32, 16),
+        ],
+        2,
+    )
+    .unwrap()
+}
+
+fn epoch_input(l: &Layout) -> Vec<u8> {
+    let gen = Generator::new(Pattern::Microscopy, DType::Uint16, &[2048, 2048], 1);
+    let mut buf = vec![0u8; l.epoch_bytes() as usize];
+    gen.fill_frames(0, &mut buf);
+    buf
+}
+
+fn gather_all(l: &Layout, input: &[u8]) -> Vec<Vec<u8>> {
+    (0..l.tiles_per_epoch())
+        .map(|i| {
+            let plan = l.tile_gather(i);
+            let mut tile = vec![0u8; l.tile_bytes()];
+            let run = plan.run_len() as usize * 2;
+            plan.for_each_run(|src, dst| {
+                let (s, d) = (src as usize * 2, dst as usize * 2);
+                tile[d..d + run].copy_from_slice(&input[s..s + run]);
+            });
+            tile
+        })
+        .collect()
+}
+
+fn stages(c: &mut Criterion) {
+    let l = layout();
+    let input = epoch_input(&l);
+    let tiles = gather_all(&l, &input);
+    let mut g = c.benchmark_group("cam-32-epoch");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(10))
+        .throughput(Throughput::Bytes(l.epoch_bytes()));
+
+    g.bench_function("scatter", |b| b.iter(|| gather_all(&l, &input)));
+
+    let codec = Codec::Zstd { level: 1 };
+    g.bench_function("zstd1/one-thread", |b| {
+        let mut z = ChunkCompressor::new(codec).unwrap();
+        let mut out = Vec::new();
+        b.iter(|| {
+            for t in &tiles {
+                z.compress(t, &mut out).unwrap();
+            }
+        })
+    });
+    g.bench_function("zstd1/all-cores", |b| {
+        b.iter(|| {
+            tiles.par_iter().for_each_init(
+                || (ChunkCompressor::new(codec).unwrap(), Vec::new()),
+                |(z, out), t| z.compress(t, out).unwrap(),
+            )
+        })
+    });
+
+    let chunks: Vec<Vec<u8>> = tiles
+        .par_iter()
+        .map(|t| {
+            let mut out = Vec::new();
+            ChunkCompressor::new(codec)
+                .unwrap()
+                .compress(t, &mut out)
+                .unwrap();
+            out
+        })
+        .collect();
+    let mut epoch = CompressedEpoch::default();
+    g.bench_function("aggregate", |b| {
+        b.iter(|| {
+            let len = l.shard_major_len() as usize;
+            epoch.offsets.clear();
+            epoch.offsets.resize(len + 1, 0);
+            for (i, c) in chunks.iter().enumerate() {
+                epoch.offsets[l.shard_position(i as u64) as usize + 1] = c.len() as u64;
+            }
+            for j in 0..len {
+                epoch.offsets[j + 1] += epoch.offsets[j];
+            }
+            epoch.data.resize(epoch.offsets[len] as usize, 0);
+            for (i, c) in chunks.iter().enumerate() {
+                let at = epoch.offsets[l.shard_position(i as u64) as usize] as usize;
+                epoch.data[at..at + c.len()].copy_from_slice(c);
+            }
+        })
+    });
+
+    g.bench_function("shard-emission", |b| {
+        let mut asm = ShardAssembler::new(&l, IndexLocation::End);
+        let mut e = 0;
+        b.iter(|| {
+            epoch.epoch = e;
+            e += 1;
+            let mut bytes = 0usize;
+            asm.push(&epoch, &mut |s| {
+                bytes += s.data.len() + s.index.len();
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            bytes
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, stages);
+criterion_main!(benches);

@@ -1,0 +1,77 @@
+//! The CPU scatter, done as a gather per row of tiles: the tiles of a row
+//! share their input rows, so copying them together walks the input in
+//! order (one page after another) instead of jumping a row per run.
+
+use crate::layout::{Layout, TileGather};
+
+/// Consecutive tiles of one row, gathered and compressed as one task.
+#[derive(Debug, Clone)]
+pub struct RowTask {
+    /// Gather plan of the row's first tile: every tile of the row has the
+    /// same runs, shifted along the last dimension.
+    plan: TileGather,
+    /// Index of the first tile within its row, and how many to take.
+    first_in_row: u64,
+    pub count: u64,
+    /// Pool slot of the first tile.
+    pub first_slot: u64,
+}
+
+/// Splits the tile pool into row tasks of at most `max_tiles` tiles.
+pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Vec<RowTask> {
+    let per_row = layout.tiles_per_row();
+    let rows = layout.tiles_per_epoch() / per_row;
+    let mut tasks = Vec::new();
+    for r in 0..rows {
+        let plan = layout.tile_gather(r * per_row);
+        let mut j = 0;
+        while j < per_row {
+            let count = max_tiles.min(per_row - j);
+            tasks.push(RowTask {
+                plan: plan.clone(),
+                first_in_row: j,
+                count,
+                first_slot: r * per_row + j,
+            });
+            j += count;
+        }
+    }
+    tasks
+}
+
+/// Copies the task's tiles out of the epoch's input into `tiles`
+/// (`count` tiles of `tile_bytes`, back to back). Parts of edge tiles
+/// outside the array get the fill value (zero).
+pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8]) {
+    let elem = layout.elem_size();
+    let tile_bytes = layout.tile_bytes();
+    let run = task.plan.run_len() as usize;
+    // Along the last dimension, tile j starts `j * tile` elements further.
+    let step = layout.dims()[layout.rank() - 1].tile as usize;
+    // A row of one tile may have runs merged across dimensions: take them
+    // whole. Otherwise runs are one tile long, the row's last one clipped.
+    let single = layout.tiles_per_row() == 1;
+    let extent = |j: u64| {
+        if single {
+            run
+        } else {
+            layout.row_tile_extent(j) as usize
+        }
+    };
+    for k in 0..task.count {
+        let j = task.first_in_row + k;
+        if task.plan.is_clipped() || extent(j) < run {
+            let t = k as usize * tile_bytes;
+            tiles[t..t + tile_bytes].fill(0);
+        }
+    }
+    task.plan.for_each_run(|src, dst| {
+        for k in 0..task.count as usize {
+            let j = task.first_in_row as usize + k;
+            let n = extent(j as u64) * elem;
+            let from = (src as usize + j * step) * elem;
+            let to = k * tile_bytes + dst as usize * elem;
+            tiles[to..to + n].copy_from_slice(&input[from..from + n]);
+        }
+    });
+}
