@@ -4,7 +4,7 @@
 //! filesystem store (end to end).
 //!
 //! `cargo bench --bench cpu_pipeline`; `TZ_BENCH_FRAMES` sets the frames per
-//! iteration (default 64 = 512 MiB, two epochs).
+//! iteration (default 256 = 2 GiB, eight epochs, the protocol's CPU size).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ fn frames() -> Vec<Vec<u8>> {
     let n: u64 = std::env::var("TZ_BENCH_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+        .unwrap_or(256);
     let gen = Generator::new(Pattern::Microscopy, DType::Uint16, &[2048, 2048], 1);
     (0..n)
         .map(|i| {
