@@ -13,6 +13,16 @@ fn main() {
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=Cargo.toml");
     generate_header(&root);
+    set_soname();
+}
+
+/// Gives the shared library a versioned soname (libtiledzarr.so.MAJOR), so
+/// that installed copies of different major versions can live side by side.
+fn set_soname() {
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtiledzarr.so.{major}");
+    }
 }
 
 fn generate_header(root: &std::path::Path) {

@@ -53,3 +53,15 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The error for a panic caught in `what`.
+    pub(crate) fn from_panic(what: &str, panic: &(dyn std::any::Any + Send)) -> Error {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Error::Internal(format!("{what} panicked: {msg}"))
+    }
+}

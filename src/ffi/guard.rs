@@ -58,12 +58,7 @@ pub fn guard<T>(
     let result = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            let e = Error::Internal(format!("{what} panicked: {msg}"));
+            let e = Error::from_panic(what, &*panic);
             if let Some(slot) = slot {
                 slot.broken.lock().get_or_insert(e.clone());
             }

@@ -38,14 +38,7 @@ fn guarded(shared: &Shared, what: &str, f: impl FnOnce() -> Result<()>) {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.poison(e),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            shared.poison(Error::Internal(format!("{what} panicked: {msg}")));
-        }
+        Err(panic) => shared.poison(Error::from_panic(what, &*panic)),
     }
 }
 

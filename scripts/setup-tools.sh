@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system tools the test suite needs (cmake, pkg-config,
+# valgrind) where they are missing; Debian/Ubuntu, as root or with sudo.
+set -euo pipefail
+missing=()
+for tool in cmake pkg-config valgrind; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+echo "setup-tools: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,93 @@
+//! The Rust API's contract: `write` never waits (Ok(0) = busy), a panic in
+//! a sink becomes an error rather than crossing into the caller, `finish`
+//! is terminal.
+
+use std::io::Write;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use tiledzarr::shard::Shard;
+use tiledzarr::{Config, Error, Stream};
+
+/// Unbounded u8, epochs of 2 x 16 bytes, staging of two single-epoch buffers.
+const SMALL: &str = r#"{"dtype": "uint8", "dimensions": [
+    {"size": 0, "tile": 2, "tiles_per_shard": 1},
+    {"size": 16, "tile": 8, "tiles_per_shard": 2}], "staging_bytes": 64}"#;
+
+#[test]
+fn write_returns_zero_instead_of_waiting_for_a_stalled_sink() {
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let emitted = Arc::new(Mutex::new(0usize));
+    let count = emitted.clone();
+    // The sink blocks on every shard until released.
+    let sink = move |_: &Shard<'_>| -> tiledzarr::Result<()> {
+        release_rx.lock().unwrap().recv().unwrap();
+        *count.lock().unwrap() += 1;
+        Ok(())
+    };
+    let config = Config::from_json(SMALL).unwrap();
+    let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+    let data = [7u8; 32];
+    // Staging (2 buffers) + the epoch held by the blocked sink + one waiting
+    // to be delivered: after a few epochs the stream must say busy.
+    let mut busy = false;
+    for _ in 0..16 {
+        let n = s.write(&data).unwrap();
+        if n == 0 {
+            busy = true;
+            break;
+        }
+    }
+    assert!(
+        busy,
+        "the stream never reported busy while its sink was stalled"
+    );
+    assert_eq!(
+        s.write(&data).unwrap(),
+        0,
+        "still busy, and still not waiting"
+    );
+    // Release the sink: everything written gets out.
+    for _ in 0..64 {
+        let _ = release_tx.send(());
+    }
+    let summary = s.finish().unwrap();
+    assert_eq!(*emitted.lock().unwrap() as u64, summary.metrics.shards);
+    assert!(matches!(s.write(&data), Err(e) if e.to_string().contains("finished")));
+}
+
+#[test]
+fn a_panicking_sink_poisons_the_stream_with_an_internal_error() {
+    let sink = |_: &Shard<'_>| -> tiledzarr::Result<()> { panic!("sink exploded") };
+    let config = Config::from_json(SMALL).unwrap();
+    let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+    let _ = s.write_blocking(&[1u8; 96], None);
+    let err = s.finish().unwrap_err();
+    assert!(
+        matches!(err, Error::Internal(ref m) if m.contains("sink exploded")),
+        "{err}"
+    );
+    // Every later call answers with the same failure.
+    assert!(matches!(s.try_write(&[1]), Err(Error::Internal(_))));
+    assert!(matches!(s.finish(), Err(Error::Internal(_))));
+}
+
+#[test]
+fn write_blocking_times_out_with_what_it_took() {
+    let (_keep, rx) = mpsc::channel::<()>();
+    let rx = Mutex::new(rx);
+    // A sink that never returns until the test ends.
+    let sink = move |_: &Shard<'_>| -> tiledzarr::Result<()> {
+        let _ = rx.lock().unwrap().recv();
+        Ok(())
+    };
+    let config = Config::from_json(SMALL).unwrap();
+    let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+    let data = vec![3u8; 4096];
+    let n = s
+        .write_blocking(&data, Some(std::time::Duration::from_millis(50)))
+        .unwrap();
+    assert!(n > 0 && n < data.len(), "took {n}");
+    drop(_keep);
+    drop(s);
+}
