@@ -2,10 +2,19 @@
 //! committed; it is rewritten only when its content changes, and the test
 //! script fails when the committed copy is stale.
 //!
-//! The GPU kernels (kernels/*.cu) will be compiled here with nvcc into an
-//! embedded fatbin; without nvcc the build will still succeed.
+//! It also compiles the GPU kernels (kernels/*.cu) with nvcc into fatbins
+//! (SASS for sm_75 to sm_120, plus PTX) that the library embeds, and sets
+//! `cfg(tz_kernels)`. Without nvcc the build still succeeds: the GPU backend
+//! then reports that the library was built without its CUDA kernels.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The kernel sources, each compiled into `<name>.fatbin` in OUT_DIR.
+const KERNELS: [&str; 2] = ["scatter", "aggregate"];
+
+/// Real architectures to carry SASS for; the last also gets PTX.
+const ARCHS: [u32; 7] = [75, 80, 86, 89, 90, 100, 120];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -13,16 +22,66 @@ fn main() {
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=Cargo.toml");
     generate_header(&root);
-    set_soname();
+    compile_kernels(&root);
 }
 
-/// Gives the shared library a versioned soname (libtiledzarr.so.MAJOR), so
-/// that installed copies of different major versions can live side by side.
-fn set_soname() {
-    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtiledzarr.so.{major}");
+/// nvcc from NVCC, CUDA_PATH / CUDA_HOME, PATH, then /usr/local/cuda.
+fn find_nvcc() -> Option<PathBuf> {
+    for var in ["NVCC", "CUDA_PATH", "CUDA_HOME"] {
+        println!("cargo:rerun-if-env-changed={var}");
     }
+    if let Some(p) = std::env::var_os("NVCC") {
+        return Some(PathBuf::from(p));
+    }
+    for var in ["CUDA_PATH", "CUDA_HOME"] {
+        if let Some(dir) = std::env::var_os(var) {
+            let p = Path::new(&dir).join("bin/nvcc");
+            if p.exists() {
+                return Some(p);
+            }
+        }
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("nvcc"))
+        .find(|p| p.exists());
+    on_path.or_else(|| Some(PathBuf::from("/usr/local/cuda/bin/nvcc")).filter(|p| p.exists()))
+}
+
+fn compile_kernels(root: &Path) {
+    println!("cargo::rustc-check-cfg=cfg(tz_kernels)");
+    println!("cargo:rerun-if-changed=kernels");
+    let Some(nvcc) = find_nvcc() else {
+        println!("cargo:warning=nvcc not found: building without CUDA kernels (the GPU backend will be unavailable)");
+        return;
+    };
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let last = ARCHS[ARCHS.len() - 1];
+    for name in KERNELS {
+        let mut cmd = Command::new(&nvcc);
+        cmd.arg("--fatbin")
+            .arg("-O3")
+            .arg("-I")
+            .arg(root.join("kernels"));
+        for arch in ARCHS {
+            let code = if arch == last {
+                format!("[sm_{arch},compute_{arch}]")
+            } else {
+                format!("sm_{arch}")
+            };
+            cmd.arg("-gencode")
+                .arg(format!("arch=compute_{arch},code={code}"));
+        }
+        cmd.arg("-o").arg(out.join(format!("{name}.fatbin")));
+        cmd.arg(root.join(format!("kernels/{name}.cu")));
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("nvcc failed ({s}) compiling kernels/{name}.cu: {cmd:?}"),
+            Err(e) => panic!("cannot run {}: {e}", nvcc.display()),
+        }
+    }
+    println!("cargo:rustc-cfg=tz_kernels");
 }
 
 fn generate_header(root: &std::path::Path) {

@@ -3,7 +3,7 @@
 //! throughput.
 //!
 //! ```text
-//! cargo run --release --example acquire -- [--frames N] [--out PATH] [--backend auto|cpu|gpu]
+//! cargo run --release --example acquire -- [--frames N] [--out PATH] [--backend auto|cpu|gpu] [--size PX]
 //! ```
 //!
 //! The frames are the benchmark protocol's microscopy data (u16 2048x2048,
@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut frames: u64 = 256;
     let mut out = "out.zarr".to_string();
     let mut backend = "auto".to_string();
+    let mut size: u64 = 2048;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
@@ -28,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--frames" => frames = value()?.parse()?,
             "--out" => out = value()?,
             "--backend" => backend = value()?,
+            "--size" => size = value()?.parse()?,
             _ => return Err(format!("unknown argument {a}").into()),
         }
     }
@@ -36,15 +38,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "dtype": "uint16",
             "dimensions": [
                 {{"name": "z", "size": 0,    "tile": 32, "tiles_per_shard": 1}},
-                {{"name": "y", "size": 2048, "tile": 32, "tiles_per_shard": 16}},
-                {{"name": "x", "size": 2048, "tile": 32, "tiles_per_shard": 16}}
+                {{"name": "y", "size": {size}, "tile": 32, "tiles_per_shard": 16}},
+                {{"name": "x", "size": {size}, "tile": 32, "tiles_per_shard": 16}}
             ],
             "codec": {{"name": "zstd", "level": 1}},
             "backend": "{backend}",
             "store": {{"path": {out:?}, "overwrite": true}}
         }}"#
     ))?;
-    let generator = Generator::new(Pattern::Microscopy, DType::Uint16, &[2048, 2048], 1);
+    let generator = Generator::new(Pattern::Microscopy, DType::Uint16, &[size, size], 1);
     let distinct: Vec<Vec<u8>> = (0..64)
         .map(|i| {
             let mut f = vec![0u8; generator.frame_bytes()];

@@ -378,7 +378,8 @@ int32_t tz_flush(struct tz_stream *s);
 void tz_destroy(struct tz_stream *s);
 
 /**
- * Fills `out` with the stream's counters.
+ * Fills `out` with the stream's counters. Never waits: safe to call from
+ * any thread, also while another is in tz_flush or tz_write_all.
  */
 int32_t tz_get_metrics(const struct tz_stream *s, struct tz_metrics *out);
 

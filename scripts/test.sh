@@ -8,22 +8,33 @@
 # 3. the generated C header must match the committed include/tiledzarr.h
 # 4. cargo test (property tests, C-API round trips, bad input, ...)
 # 5. stores read back bit-exact by zarr-python and tensorstore
-# 6. the header compiled standalone as C99 and C++17, and the C example run
-#    and read back
+# 6. the header compiled standalone as C99 and C++17
+# 7. the CMake package installed to a temporary prefix; a downstream project
+#    built with find_package, shared and static; its examples run and their
+#    stores read back; pkg-config; the C examples under AddressSanitizer and
+#    UndefinedBehaviorSanitizer and one under valgrind
+#
+# Set-up included: cmake, pkg-config and valgrind where missing
+# (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 step() { printf '\n=== %s\n' "$*" >&2; }
 
-step "python venv"
+step "set-up: system tools, Rust components, Python venv"
+scripts/setup-tools.sh
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
 PY=$(scripts/setup-python.sh | tail -1)
+# The CUDA compiler, so that every run also compiles the GPU kernels.
+NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
+export NVCC TZ_REQUIRE_KERNELS=1
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 step "header is current"
 cargo build --release
@@ -35,7 +46,7 @@ if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
 fi
 
 step "cargo test"
-cargo test --release
+cargo test --release --workspace
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -52,14 +63,85 @@ if [[ $checked -lt 13 ]]; then
     exit 1
 fi
 
-step "C header standalone (C99, C++17) and the C example"
-cflags=(-Wall -Wextra -Werror -pedantic -Iinclude)
+step "C header standalone (C99, C++17)"
+cflags=(-Wall -Wextra -Werror -pedantic)
 printf '#include "tiledzarr.h"\n#include "tiledzarr.h"\nint main(void) { return TZ_OK; }\n' >"$work/h.c"
-gcc -std=c99 "${cflags[@]}" "$work/h.c" -o "$work/h_c"
-g++ -std=c++17 "${cflags[@]}" -x c++ "$work/h.c" -o "$work/h_cpp"
-gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=199309L examples/c/stream_to_store.c \
-    -Ltarget/release -ltiledzarr -Wl,-rpath,"$repo/target/release" -o "$work/stream_to_store"
-"$work/stream_to_store" "$work/c.zarr" "$work/c.raw"
-"$PY" tests/readback/check_store.py --store "$work/c.zarr" --raw "$work/c.raw" --dtype uint16 --shape 40,300,260
+gcc -std=c99 "${cflags[@]}" -Iinclude "$work/h.c" -o "$work/h_c"
+g++ -std=c++17 "${cflags[@]}" -Iinclude -x c++ "$work/h.c" -o "$work/h_cpp"
+printf '#include "tiledzarr.hpp"\n#include "tiledzarr.hpp"\nint main() { return tiledzarr::Stream::version().empty(); }\n' >"$work/hpp.cpp"
+g++ -std=c++17 "${cflags[@]}" -Iinclude -Iexamples/cpp "$work/hpp.cpp" -o "$work/hpp" \
+    -Ltarget/release -ltiledzarr -Wl,-rpath,"$repo/target/release"
+"$work/hpp"
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+for part in MAJOR MINOR PATCH; do
+    grep -q "#define TZ_VERSION_$part" include/tiledzarr.h
+done
+header_version=$(awk '/#define TZ_VERSION_(MAJOR|MINOR|PATCH)/ {v = v (v ? "." : "") $3} END {print v}' include/tiledzarr.h)
+if [[ "$header_version" != "$version" ]]; then
+    echo "TZ_VERSION_* ($header_version) do not match Cargo.toml ($version)" >&2
+    exit 1
+fi
+
+step "CMake package: build, install to a temporary prefix"
+prefix="$work/prefix"
+cmake -S cmake -B "$work/build-pkg"
+cmake --build "$work/build-pkg"
+cmake --install "$work/build-pkg" --prefix "$prefix"
+for f in include/tiledzarr.h include/tiledzarr.hpp lib/libtiledzarr.a "lib/libtiledzarr.so.$version" \
+    lib/libtiledzarr.so.0 lib/libtiledzarr.so lib/cmake/TiledZarr/TiledZarrConfig.cmake \
+    lib/cmake/TiledZarr/TiledZarrConfigVersion.cmake lib/pkgconfig/tiledzarr.pc; do
+    [[ -e "$prefix/$f" ]] || { echo "missing from the install: $f" >&2; exit 1; }
+done
+objdump -p "$prefix/lib/libtiledzarr.so.$version" | grep -q 'SONAME *libtiledzarr.so.0'
+
+# Runs the three examples built in $1 and reads their stores back.
+run_examples() {
+    local bin=$1 out=$2
+    "$bin/stream_to_store" "$out/s.zarr" "$out/s.raw"
+    "$PY" tests/readback/check_store.py --store "$out/s.zarr" --raw "$out/s.raw" --dtype uint16 --shape 40,300,260
+    "$bin/callback_sink" "$out/cb.zarr" "$out/cb.raw"
+    "$PY" tests/readback/check_store.py --store "$out/cb.zarr" --raw "$out/cb.raw" --dtype uint16 --shape 37,300,260
+    "$bin/acquire_cpp" "$out/cpp.zarr" --frames 48 --fps 400 --width 256 --height 192
+    "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$out/cpp.zarr"
+}
+
+for kind in shared static; do
+    step "downstream project with find_package ($kind)"
+    static=OFF; [[ $kind == static ]] && static=ON
+    cmake -S tests/downstream -B "$work/ds-$kind" -DCMAKE_PREFIX_PATH="$prefix" -DTiledZarr_USE_STATIC=$static
+    cmake --build "$work/ds-$kind"
+    if [[ $kind == static ]]; then
+        ! ldd "$work/ds-$kind/stream_to_store" | grep -q libtiledzarr
+    else
+        ldd "$work/ds-$kind/stream_to_store" | grep -q "libtiledzarr.so.0 => $prefix/lib"
+    fi
+    mkdir -p "$work/out-$kind"
+    run_examples "$work/ds-$kind" "$work/out-$kind"
+done
+
+step "pkg-config"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L examples/c/stream_to_store.c \
+    $(pkg-config --cflags --libs tiledzarr) -Wl,-rpath,"$prefix/lib" -o "$work/pc_stream"
+"$work/pc_stream" "$work/pc.zarr" "$work/pc.raw"
+"$PY" tests/readback/check_store.py --store "$work/pc.zarr" --raw "$work/pc.raw" --dtype uint16 --shape 40,300,260
+
+step "C examples under AddressSanitizer and UndefinedBehaviorSanitizer"
+for ex in stream_to_store callback_sink; do
+    # shellcheck disable=SC2046
+    gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L -g -fsanitize=address,undefined \
+        -fno-sanitize-recover=all examples/c/$ex.c $(pkg-config --cflags --libs tiledzarr) \
+        -Wl,-rpath,"$prefix/lib" -o "$work/asan_$ex"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23 UBSAN_OPTIONS=print_stacktrace=1 \
+        "$work/asan_$ex" "$work/asan_$ex.zarr"
+done
+
+step "valgrind (no definite leaks, no errors)"
+valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1 \
+    "$work/ds-shared/stream_to_store" "$work/vg.zarr"
+
+step "Python ctypes client (a foreign runtime loading the .so)"
+"$PY" tests/ctypes/client.py "$prefix/lib/libtiledzarr.so" "$work/ctypes.zarr"
 
 step "all tests passed"

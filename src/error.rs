@@ -8,6 +8,8 @@ use std::path::PathBuf;
 pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
+    #[error("{0} is NULL")]
+    NullArgument(&'static str),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("write past the end of the array: it holds {capacity} bytes, all of them written")]

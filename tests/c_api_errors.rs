@@ -199,12 +199,27 @@ fn a_tz_config_is_checked_like_json() {
 }
 
 #[test]
-fn the_gpu_backend_when_absent_is_an_error_naming_why() {
-    assert_create_fails(
-        &json_with(r#", "backend": "gpu""#),
-        tz_status::TZ_ERR_BACKEND_UNAVAILABLE,
-        &["gpu"],
-    );
+fn the_gpu_backend_is_used_or_refused_with_the_reason() {
+    let json = json_with(r#", "backend": "gpu""#);
+    if test_backend() == "gpu" {
+        // On a GPU machine the GPU backend must come up.
+        let sink = Collected::default();
+        let s = create_json(&json, Some(&sink)).unwrap_or_else(|e| panic!("{e:?}"));
+        let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
+        assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
+        assert_eq!(
+            unsafe { m.assume_init() }.backend,
+            tz_backend::TZ_BACKEND_GPU as u32
+        );
+        tz_destroy(s);
+    } else {
+        // Without one, an error that names what is missing; no fallback.
+        assert_create_fails(
+            &json,
+            tz_status::TZ_ERR_BACKEND_UNAVAILABLE,
+            &["gpu", "requested, but"],
+        );
+    }
 }
 
 #[test]
@@ -307,6 +322,7 @@ fn writes_after_flush_are_finished_and_a_second_flush_repeats_the_first() {
     let fin = -(code(tz_status::TZ_ERR_FINISHED) as i64);
     assert_eq!(tz_write(s, [7u8; 4].as_ptr() as _, 4), fin);
     assert!(stream_error(s).contains("finished"));
+    assert_eq!(tz_write(s, std::ptr::null(), 0), fin, "even an empty write");
     assert_eq!(tz_write_all(s, [7u8; 4].as_ptr() as _, 4, 0), fin);
     assert_eq!(tz_flush(s), OK);
     tz_destroy(s);

@@ -57,10 +57,11 @@ impl Case {
             r#"{"name": "none"}"#
         };
         format!(
-            r#"{{"dtype": "{}", "dimensions": [{}], "codec": {codec}, "backend": "cpu",
+            r#"{{"dtype": "{}", "dimensions": [{}], "codec": {codec}, "backend": "{}",
                 "index_location": "{}", "threads": 2, "staging_bytes": {}}}"#,
             self.dtype.name(),
             dims.join(", "),
+            test_backend(),
             if self.index_at_start { "start" } else { "end" },
             self.staging_bytes(),
         )

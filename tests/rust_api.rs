@@ -91,3 +91,13 @@ fn write_blocking_times_out_with_what_it_took() {
     drop(_keep);
     drop(s);
 }
+
+#[test]
+fn the_kernels_are_built_in_when_the_build_had_nvcc() {
+    // scripts/test.sh installs nvcc and sets this: the kernels must compile.
+    if std::env::var_os("TZ_REQUIRE_KERNELS").is_some() {
+        assert!(tiledzarr::backend::cuda::kernels_built());
+    } else {
+        eprintln!("TZ_REQUIRE_KERNELS not set: not checking for the kernels");
+    }
+}

@@ -3,6 +3,7 @@
 //! never needs to know which one runs.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::config::{BackendChoice, Validated};
 use crate::error::{Error, Result};
@@ -20,10 +21,87 @@ pub struct EpochJob<'a> {
     pub metrics: &'a Metrics,
 }
 
+/// A staging buffer's worth of epochs.
+pub struct BatchJob<'a> {
+    pub first_epoch: u64,
+    /// Whole epochs of row-major input, the last padded with the fill value.
+    pub input: &'a [u8],
+    pub epochs: usize,
+    pub cancel: &'a AtomicBool,
+    pub metrics: &'a Metrics,
+}
+
 pub trait Backend: Send {
+    /// Memory for one staging buffer (page-locked for the GPU).
+    fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(bytes)
+            .map_err(|_| Error::OutOfMemory(format!("a staging buffer of {bytes} bytes")))?;
+        // Writing the zeros now faults every page in at creation, so that
+        // the acquisition's writes never wait on the kernel.
+        buf.resize(bytes, 0);
+        Ok(StagingBuffer::Host(buf))
+    }
+
     /// Scatters, compresses and aggregates one epoch into `out`
     /// (shard-major: see [`CompressedEpoch`]).
     fn compress_epoch(&mut self, job: EpochJob<'_>, out: &mut CompressedEpoch) -> Result<()>;
+
+    /// Does a batch of epochs, taking output objects from `spare` and handing
+    /// each finished epoch, in order, to `done` (false: stop). By default,
+    /// one epoch at a time.
+    fn compress_batch(
+        &mut self,
+        job: BatchJob<'_>,
+        spare: &mut dyn FnMut() -> CompressedEpoch,
+        done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<()> {
+        let epoch_bytes = job.input.len() / job.epochs.max(1);
+        for (k, input) in job.input.chunks(epoch_bytes).take(job.epochs).enumerate() {
+            if job.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            let mut out = spare();
+            let epoch = EpochJob {
+                epoch: job.first_epoch + k as u64,
+                input,
+                cancel: job.cancel,
+                metrics: job.metrics,
+            };
+            self.compress_epoch(epoch, &mut out)?;
+            job.metrics.add_epoch();
+            if !done(out) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Host memory the write path copies into: plain for the CPU backend,
+/// page-locked for the GPU's DMA.
+pub enum StagingBuffer {
+    Host(Vec<u8>),
+    Pinned(cuda::PinnedBuffer),
+}
+
+impl std::ops::Deref for StagingBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            StagingBuffer::Host(v) => v,
+            StagingBuffer::Pinned(p) => p.as_slice(),
+        }
+    }
+}
+
+impl std::ops::DerefMut for StagingBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            StagingBuffer::Host(v) => v,
+            StagingBuffer::Pinned(p) => p.as_mut_slice(),
+        }
+    }
 }
 
 /// Which backend runs a stream, and why.
@@ -48,22 +126,40 @@ pub struct Selection {
     pub reason: String,
 }
 
-/// Why no GPU can run this stream (this build has no GPU backend yet).
-fn gpu_unavailable() -> String {
-    "this build of TiledZarr has no GPU backend".to_string()
-}
-
 /// Picks and builds the backend the configuration asks for.
 pub fn select(v: &Validated) -> Result<(Box<dyn Backend>, Selection)> {
+    let gpu = |v: &Validated| cuda::CudaBackend::new(v);
     let reason = match v.config.backend {
         BackendChoice::Cpu => "backend \"cpu\" requested".to_string(),
         BackendChoice::Gpu => {
-            return Err(Error::BackendUnavailable(format!(
-                "backend \"gpu\" requested, but {}",
-                gpu_unavailable()
-            )))
+            let b = gpu(v).map_err(|e| match e {
+                Error::BackendUnavailable(why) => {
+                    Error::BackendUnavailable(format!("backend \"gpu\" requested, but {why}"))
+                }
+                e => e,
+            })?;
+            let reason = format!("backend \"gpu\" requested: {}", b.device_name);
+            return Ok((
+                Box::new(b),
+                Selection {
+                    kind: BackendKind::Gpu,
+                    reason,
+                },
+            ));
         }
-        BackendChoice::Auto => format!("auto: {}; using the CPU", gpu_unavailable()),
+        BackendChoice::Auto => match gpu(v) {
+            Ok(b) => {
+                let reason = format!("auto: {} is usable", b.device_name);
+                return Ok((
+                    Box::new(b),
+                    Selection {
+                        kind: BackendKind::Gpu,
+                        reason,
+                    },
+                ));
+            }
+            Err(e) => format!("auto: no usable GPU ({}); using the CPU", describe(&e)),
+        },
     };
     let cpu = cpu::CpuBackend::new(v)?;
     Ok((
@@ -73,4 +169,11 @@ pub fn select(v: &Validated) -> Result<(Box<dyn Backend>, Selection)> {
             reason,
         },
     ))
+}
+
+fn describe(e: &Error) -> String {
+    match e {
+        Error::BackendUnavailable(why) => why.clone(),
+        e => e.to_string(),
+    }
 }

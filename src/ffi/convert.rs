@@ -41,7 +41,7 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         ));
     }
     if c.dimensions.is_null() {
-        return Err(Error::InvalidArgument("config.dimensions is NULL".into()));
+        return Err(Error::NullArgument("config.dimensions"));
     }
     // SAFETY: non-NULL, and the caller guarantees `rank` entries.
     let dims: &[tz_dimension] =

@@ -18,7 +18,7 @@ pub use status::tz_status;
 pub use types::*;
 
 use crate::error::Error;
-use crate::pipeline::{Stage, Stream};
+use crate::pipeline::{Stage, Stream, StreamStats};
 use crate::sink::ShardSink;
 use crate::Config;
 use callback_sink::CallbackSink;
@@ -30,25 +30,13 @@ use std::time::Duration;
 /// An open stream (opaque to C).
 pub struct tz_stream {
     stream: Mutex<Stream>,
+    /// Counters readable without waiting for the stream's lock.
+    stats: StreamStats,
     errors: ErrorSlot,
 }
 
 fn status_of(e: &Error) -> i32 {
     tz_status::from(e) as i32
-}
-
-fn null(name: &str) -> Error {
-    Error::InvalidArgument(format!("{name} is NULL"))
-}
-
-/// Maps a NULL argument to its own status code rather than the generic one.
-fn null_status(e: &Error) -> i32 {
-    match e {
-        Error::InvalidArgument(m) if m.ends_with(" is NULL") => {
-            tz_status::TZ_ERR_NULL_ARGUMENT as i32
-        }
-        e => status_of(e),
-    }
 }
 
 fn create(
@@ -59,6 +47,7 @@ fn create(
     let sink = sink.map(|s| Box::new(s) as Box<dyn ShardSink>);
     let stream = Stream::new(&config?, sink)?;
     let handle = Box::new(tz_stream {
+        stats: stream.stats(),
         stream: Mutex::new(stream),
         errors: ErrorSlot::default(),
     });
@@ -72,9 +61,9 @@ fn create(
 /// caller then sets `rank`, `dimensions` and a store path or sink.
 #[no_mangle]
 pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
-    guard("tz_config_init", None, null_status, || {
+    guard("tz_config_init", None, status_of, || {
         if config.is_null() {
-            return Err(null("config"));
+            return Err(Error::NullArgument("config"));
         }
         let c = tz_config {
             dtype: tz_dtype::TZ_DTYPE_UINT16 as u32,
@@ -102,14 +91,14 @@ pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
 /// on failure it is NULL and `tz_last_error()` says why.
 #[no_mangle]
 pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) -> i32 {
-    guard("tz_create", None, null_status, || {
+    guard("tz_create", None, status_of, || {
         if out.is_null() {
-            return Err(null("out"));
+            return Err(Error::NullArgument("out"));
         }
         // SAFETY: non-NULL, points to the caller's `tz_stream*`.
         unsafe { *out = std::ptr::null_mut() };
         // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
-        let c = unsafe { config.as_ref() }.ok_or_else(|| null("config"))?;
+        let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
         // SAFETY: the caller's tz_config is valid (see tz_config docs).
         let cfg = unsafe { convert::config_from_c(c) };
         create(cfg, CallbackSink::new(c.sink, c.sink_user_data), out)
@@ -125,15 +114,15 @@ pub extern "C" fn tz_create_json(
     sink_user_data: *mut c_void,
     out: *mut *mut tz_stream,
 ) -> i32 {
-    guard("tz_create_json", None, null_status, || {
+    guard("tz_create_json", None, status_of, || {
         if out.is_null() {
-            return Err(null("out"));
+            return Err(Error::NullArgument("out"));
         }
         // SAFETY: non-NULL, points to the caller's `tz_stream*`.
         unsafe { *out = std::ptr::null_mut() };
         // SAFETY: NULL or a NUL-terminated string, by the C contract.
         let json = unsafe { convert::read_str(config_json, "config_json") }?
-            .ok_or_else(|| null("config_json"))?;
+            .ok_or(Error::NullArgument("config_json"))?;
         let cfg = Config::from_json(&json).map_err(Error::from);
         create(cfg, CallbackSink::new(sink, sink_user_data), out)
     })
@@ -149,7 +138,7 @@ fn with_stream<T>(
     // SAFETY: NULL is checked; otherwise `s` came from tz_create* and has not
     // been destroyed (the C contract).
     let Some(h) = (unsafe { s.as_ref() }) else {
-        let e = null("stream");
+        let e = Error::NullArgument("stream");
         record(None, &e);
         return on_err(&e);
     };
@@ -192,13 +181,14 @@ fn write_impl(
     nbytes: usize,
     blocking: Option<Option<Duration>>,
 ) -> i64 {
-    let on_err = |e: &Error| -(null_status(e) as i64);
+    let on_err = |e: &Error| -(status_of(e) as i64);
     with_stream(what, s, on_err, |stream| {
         if nbytes == 0 {
-            return Ok(0);
+            // Still answers for a finished or poisoned stream.
+            return stream.try_write(&[]).map(|n| n as i64);
         }
         if data.is_null() {
-            return Err(null("data"));
+            return Err(Error::NullArgument("data"));
         }
         if nbytes > isize::MAX as usize {
             return Err(Error::InvalidArgument(format!(
@@ -222,7 +212,7 @@ fn write_impl(
 /// tz_flush returns the first one's status again.
 #[no_mangle]
 pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
-    with_stream("tz_flush", s, null_status, |stream| {
+    with_stream("tz_flush", s, status_of, |stream| {
         stream.finish()?;
         Ok(tz_status::TZ_OK as i32)
     })
@@ -242,15 +232,22 @@ pub extern "C" fn tz_destroy(s: *mut tz_stream) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(handle)));
 }
 
-/// Fills `out` with the stream's counters.
+/// Fills `out` with the stream's counters. Never waits: safe to call from
+/// any thread, also while another is in tz_flush or tz_write_all.
 #[no_mangle]
 pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i32 {
-    with_stream("tz_get_metrics", s, null_status, |stream| {
+    // SAFETY: NULL is checked; otherwise a live stream (C contract).
+    let Some(h) = (unsafe { s.as_ref() }) else {
+        let e = Error::NullArgument("stream");
+        record(None, &e);
+        return status_of(&e);
+    };
+    guard("tz_get_metrics", Some(&h.errors), status_of, || {
         if out.is_null() {
-            return Err(null("out"));
+            return Err(Error::NullArgument("out"));
         }
-        let m = stream.metrics();
-        let (kind, reason) = stream.backend();
+        let m = h.stats.snapshot();
+        let (kind, reason) = h.stats.backend();
         let mut backend_reason = [0 as c_char; 256];
         for (dst, &b) in backend_reason
             .iter_mut()

@@ -82,6 +82,7 @@ impl From<&Error> for tz_status {
         use tz_status::*;
         match e {
             Error::Config(_) => TZ_ERR_CONFIG,
+            Error::NullArgument(_) => TZ_ERR_NULL_ARGUMENT,
             Error::InvalidArgument(_) => TZ_ERR_INVALID_ARGUMENT,
             Error::Overflow { .. } => TZ_ERR_OVERFLOW,
             Error::Finished => TZ_ERR_FINISHED,

@@ -13,7 +13,7 @@ mod workers;
 
 pub use metrics::{Metrics, Snapshot, Stage};
 
-use crate::backend::{self, BackendKind};
+use crate::backend::{self, BackendKind, StagingBuffer};
 use crate::config::{Config, Validated};
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
@@ -36,13 +36,13 @@ pub struct Stream {
     config: Validated,
     shared: Arc<Shared>,
     /// The buffer being filled, and how many bytes it holds.
-    staging: Option<Vec<u8>>,
+    staging: Option<StagingBuffer>,
     filled: usize,
     /// The first epoch of the staging buffer in hand.
     epoch: u64,
     bytes_in: u64,
     buffer_bytes: usize,
-    free_staging: Receiver<Vec<u8>>,
+    free_staging: Receiver<StagingBuffer>,
     jobs: Option<SyncSender<Job>>,
     threads: Vec<JoinHandle<()>>,
     finished: Option<Result<Summary>>,
@@ -92,14 +92,9 @@ impl Stream {
         let n = v.staging_buffers;
         let (free_tx, free_rx) = mpsc::channel();
         for _ in 0..n {
-            let mut buf = Vec::new();
-            buf.try_reserve_exact(buffer_bytes).map_err(|_| {
-                Error::OutOfMemory(format!("{n} staging buffers of {buffer_bytes} bytes"))
-            })?;
-            // Writing the zeros now faults every page in at creation, so
-            // that the acquisition's writes never wait on the kernel.
-            buf.resize(buffer_bytes, 0);
-            free_tx.send(buf).expect("receiver alive");
+            free_tx
+                .send(backend.alloc_staging(buffer_bytes)?)
+                .expect("receiver alive");
         }
         // Every staging buffer plus the finish message fits: sends never block.
         let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
@@ -268,6 +263,12 @@ impl Stream {
         (self.shared.selection.kind, &self.shared.selection.reason)
     }
 
+    /// A handle on the counters that other threads can read while this
+    /// stream is busy (in a blocking write or in `finish`).
+    pub fn stats(&self) -> StreamStats {
+        StreamStats(self.shared.clone())
+    }
+
     fn check_open(&self) -> Result<()> {
         if let Some(done) = &self.finished {
             // A stream that failed in finish keeps answering with that failure.
@@ -287,7 +288,7 @@ impl Stream {
         }
     }
 
-    fn start_buffer(&mut self, buf: Vec<u8>) {
+    fn start_buffer(&mut self, buf: StagingBuffer) {
         debug_assert!(self.staging.is_none());
         self.staging = Some(buf);
         self.filled = 0;
@@ -312,6 +313,19 @@ impl Stream {
             self.shared.poison(e.clone());
             e
         })
+    }
+}
+
+/// Read-only access to a stream's counters from any thread.
+#[derive(Clone)]
+pub struct StreamStats(Arc<Shared>);
+
+impl StreamStats {
+    pub fn snapshot(&self) -> Snapshot {
+        self.0.metrics.snapshot()
+    }
+    pub fn backend(&self) -> (BackendKind, &str) {
+        (self.0.selection.kind, &self.0.selection.reason)
     }
 }
 

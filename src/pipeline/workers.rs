@@ -4,7 +4,7 @@
 //! and their bounds are the back-pressure that finally makes `write` busy.
 
 use super::{Metrics, Shared, Stage};
-use crate::backend::{Backend, EpochJob};
+use crate::backend::{Backend, BatchJob, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
@@ -20,7 +20,7 @@ pub enum Job {
     /// `first_epoch` on.
     Batch {
         first_epoch: u64,
-        buf: Vec<u8>,
+        buf: StagingBuffer,
         valid: usize,
     },
     /// The stream is complete with `planes` planes along dimension 0.
@@ -47,7 +47,7 @@ pub struct ComputeThread {
     pub backend: Box<dyn Backend>,
     pub layout: Layout,
     pub jobs: Receiver<Job>,
-    pub free_staging: Sender<Vec<u8>>,
+    pub free_staging: Sender<StagingBuffer>,
     pub deliveries: SyncSender<Delivery>,
     pub spare_epochs: Receiver<CompressedEpoch>,
 }
@@ -61,17 +61,7 @@ impl ComputeThread {
                     mut buf,
                     valid,
                 } => {
-                    let epoch_bytes = self.layout.epoch_bytes() as usize;
-                    // Epochs that hold data; the last one may be partial.
-                    for (k, input) in buf[..valid.div_ceil(epoch_bytes) * epoch_bytes]
-                        .chunks_mut(epoch_bytes)
-                        .enumerate()
-                    {
-                        let filled = (valid - k * epoch_bytes).min(epoch_bytes);
-                        if !self.compress(first_epoch + k as u64, input, filled) {
-                            break;
-                        }
-                    }
+                    self.compress(first_epoch, &mut buf, valid);
                     // The receiver is gone only when the stream is dropped.
                     let _ = self.free_staging.send(buf);
                 }
@@ -83,29 +73,33 @@ impl ComputeThread {
         }
     }
 
-    /// Compresses one epoch and passes it on; false when the stream is
-    /// poisoned or abandoned and the rest of the work should be skipped.
-    fn compress(&mut self, epoch: u64, input: &mut [u8], filled: usize) -> bool {
+    /// Compresses the epochs holding data and passes them on, unless the
+    /// stream is poisoned or abandoned.
+    fn compress(&mut self, first_epoch: u64, buf: &mut [u8], valid: usize) {
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
-            return false;
+            return;
         }
-        let mut out = self.spare_epochs.try_recv().unwrap_or_default();
-        let mut ok = false;
-        guarded(&self.shared, "compute", || {
-            // The tail of the last epoch is padding: fill value.
-            input[filled..].fill(0);
-            let job = EpochJob {
-                epoch,
-                input,
-                cancel: &self.shared.cancel,
-                metrics: &self.shared.metrics,
+        let epoch_bytes = self.layout.epoch_bytes() as usize;
+        let epochs = valid.div_ceil(epoch_bytes);
+        // The tail of the last epoch is padding: fill value.
+        buf[valid..epochs * epoch_bytes].fill(0);
+        let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
+        let shared = &self.shared;
+        let backend = &mut self.backend;
+        guarded(shared, "compute", || {
+            let job = BatchJob {
+                first_epoch,
+                input: &buf[..epochs * epoch_bytes],
+                epochs,
+                cancel: &shared.cancel,
+                metrics: &shared.metrics,
             };
-            self.backend.compress_epoch(job, &mut out)?;
-            self.shared.metrics.add_epoch();
-            ok = true;
-            Ok(())
+            backend.compress_batch(
+                job,
+                &mut || spares.try_recv().unwrap_or_default(),
+                &mut |out| deliveries.send(Delivery::Epoch(out)).is_ok(),
+            )
         });
-        ok && self.deliveries.send(Delivery::Epoch(out)).is_ok()
     }
 }
 

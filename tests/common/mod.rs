@@ -124,3 +124,9 @@ impl Rng {
         v
     }
 }
+
+/// The backend the C-API tests run on: `TZ_TEST_BACKEND` (cpu by default;
+/// scripts/gpu-run.sh sets gpu, and then a missing GPU fails the tests).
+pub fn test_backend() -> String {
+    std::env::var("TZ_TEST_BACKEND").unwrap_or_else(|_| "cpu".into())
+}

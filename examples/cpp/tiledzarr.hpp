@@ -1,0 +1,202 @@
+// tiledzarr.hpp: a small header-only C++17 wrapper of the TiledZarr C API
+// (tiledzarr.h). Errors become exceptions, the stream is an RAII handle.
+//
+//   tiledzarr::Stream s(R"({"dtype": "uint16", "dimensions": [...],
+//                           "store": {"path": "out.zarr"}})");
+//   while (left) { size_t n = s.write(p, left); ... }   // 0 = busy, retry
+//   s.flush();                                          // before destruction!
+//
+// Notes:
+//  * ~Stream() calls tz_destroy and never throws. Without a prior flush(),
+//    data not yet emitted is discarded (no partial shard is written), which
+//    is also what happens when an exception unwinds past the stream.
+//  * Like the C API, one stream is used from one thread at a time;
+//    metrics() may be called from any thread.
+//  * An optional shard callback (a std::function) runs on a library thread.
+//    Throwing from it fails the stream: the exception is caught at the C
+//    boundary and its message is kept, and the next failing call throws an
+//    Error whose message names both the shard and the exception.
+#ifndef TILEDZARR_HPP
+#define TILEDZARR_HPP
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "tiledzarr.h"
+
+namespace tiledzarr {
+
+// A failed call: status() is a tz_status value (TZ_ERR_*), what() the
+// library's message.
+class Error : public std::runtime_error {
+public:
+    Error(int32_t status, const std::string& message)
+        : std::runtime_error(message), status_(status) {}
+    int32_t status() const noexcept { return status_; }
+
+private:
+    int32_t status_;
+};
+
+// write_all() ran out of time: taken() bytes were accepted (the stream goes
+// on from there; write the rest later or give up).
+class TimeoutError : public Error {
+public:
+    TimeoutError(std::size_t taken, const std::string& message)
+        : Error(TZ_ERR_TIMEOUT, message), taken_(taken) {}
+    std::size_t taken() const noexcept { return taken_; }
+
+private:
+    std::size_t taken_;
+};
+
+// A shard handed to the callback; its pointers are valid only during the
+// call (see tz_shard in tiledzarr.h).
+using Shard = tz_shard;
+// Throw to fail the stream.
+using ShardCallback = std::function<void(const Shard&)>;
+
+class Stream {
+public:
+    // Creates a stream from the JSON configuration (README, "Configuration").
+    // With a callback, every complete shard is also passed to it; without a
+    // "store" in the JSON the callback is the only sink.
+    explicit Stream(const std::string& json, ShardCallback callback = {}) {
+        tz_shard_sink_fn sink = nullptr;
+        void* user_data = nullptr;
+        if (callback) {
+            callback_ = std::make_unique<CallbackState>();
+            callback_->fn = std::move(callback);
+            sink = &Stream::trampoline;
+            user_data = callback_.get();
+        }
+        int32_t rc = tz_create_json(json.c_str(), sink, user_data, &s_);
+        if (rc != TZ_OK) {
+            s_ = nullptr;
+            throw Error(rc, std::string("tz_create_json: ") + tz_last_error());
+        }
+    }
+
+    ~Stream() { tz_destroy(s_); }
+
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    Stream(Stream&& other) noexcept
+        : s_(std::exchange(other.s_, nullptr)), callback_(std::move(other.callback_)) {}
+
+    Stream& operator=(Stream&& other) noexcept {
+        if (this != &other) {
+            tz_destroy(s_);  // stops this stream's threads before its callback goes
+            s_ = std::exchange(other.s_, nullptr);
+            callback_ = std::move(other.callback_);
+        }
+        return *this;
+    }
+
+    // Copies what fits into free staging memory without waiting. Returns the
+    // bytes taken: 0 means busy (call again with the same data), or that
+    // nbytes was 0. A write may end mid-element; the next one continues the
+    // byte stream. Throws Error on failure (TZ_ERR_OVERFLOW past the end of
+    // a bounded array, TZ_ERR_FINISHED after flush, a sink or I/O failure).
+    std::size_t write(const void* data, std::size_t nbytes) {
+        int64_t n = tz_write(s_, data, nbytes);
+        if (n < 0) fail("tz_write", static_cast<int32_t>(-n));
+        return static_cast<std::size_t>(n);
+    }
+
+    // Waits for staging memory until all nbytes are taken. A negative
+    // timeout waits for ever; when the time runs out, throws TimeoutError
+    // saying how many bytes were taken.
+    void write_all(const void* data, std::size_t nbytes,
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+        int64_t n = tz_write_all(s_, data, nbytes, static_cast<int64_t>(timeout.count()));
+        if (n < 0) fail("tz_write_all", static_cast<int32_t>(-n));
+        if (static_cast<std::size_t>(n) < nbytes)
+            throw TimeoutError(static_cast<std::size_t>(n),
+                               "tz_write_all: timed out after " +
+                                   std::to_string(timeout.count()) + " ms with " +
+                                   std::to_string(n) + " of " + std::to_string(nbytes) +
+                                   " bytes taken");
+    }
+
+    // Pads the last partial epoch, emits every remaining shard and the final
+    // metadata; blocks until done. Terminal: later writes throw
+    // TZ_ERR_FINISHED; flushing again repeats the first flush's outcome.
+    void flush() {
+        int32_t rc = tz_flush(s_);
+        if (rc != TZ_OK) fail("tz_flush", rc);
+    }
+
+    // The stream's counters now (bytes in/out, shards, epochs, seconds per
+    // stage, backend and why).
+    tz_metrics metrics() const {
+        tz_metrics m{};
+        int32_t rc = tz_get_metrics(s_, &m);
+        if (rc != TZ_OK) fail("tz_get_metrics", rc);
+        return m;
+    }
+
+    // "MAJOR.MINOR.PATCH" of the loaded library.
+    static std::string version() { return tz_version(); }
+
+    // The C handle, for calls this wrapper does not cover (still owned here).
+    tz_stream* get() noexcept { return s_; }
+    const tz_stream* get() const noexcept { return s_; }
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+
+private:
+    struct CallbackState {
+        ShardCallback fn;
+        std::mutex mutex;     // the message is written on a library thread
+        std::string message;  // what the callback threw, first failure kept
+    };
+
+    static int32_t trampoline(void* user_data, const tz_shard* shard) noexcept {
+        auto* state = static_cast<CallbackState*>(user_data);
+        try {
+            state->fn(*shard);
+            return 0;
+        } catch (const std::exception& e) {
+            remember(state, e.what());
+        } catch (...) {
+            remember(state, "unknown exception");
+        }
+        return 1;
+    }
+
+    static void remember(CallbackState* state, const char* what) noexcept {
+        try {
+            std::lock_guard<std::mutex> lock(state->mutex);
+            if (state->message.empty()) state->message = what;
+        } catch (...) {  // no memory for the message: the status still says it
+        }
+    }
+
+    [[noreturn]] void fail(const char* what, int32_t status) const {
+        std::string message = std::string(what) + ": ";
+        const char* detail = s_ ? tz_stream_last_error(s_) : "";
+        message += (detail && *detail) ? detail : tz_last_error();
+        if (callback_) {
+            std::lock_guard<std::mutex> lock(callback_->mutex);
+            if (!callback_->message.empty()) message += " (callback: " + callback_->message + ")";
+        }
+        if (message.size() == std::string(what).size() + 2) message += tz_status_string(status);
+        throw Error(status, message);
+    }
+
+    tz_stream* s_ = nullptr;
+    std::unique_ptr<CallbackState> callback_;
+};
+
+}  // namespace tiledzarr
+
+#endif  // TILEDZARR_HPP

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU tests and benchmarks in two steps, for a GPU machine that has no Rust
+# toolchain and no network:
+#
+#   scripts/gpu-run.sh bundle          # here: build with the kernels, collect
+#                                      # binaries + nvCOMP into bundle/
+#   bundle/run.sh [RESULTS_DIR]        # there: GPU tests, sanitizers, benchmarks
+#
+# The run fails (non-zero) when any GPU test fails or cannot run: a missing
+# GPU, driver or nvCOMP is a failure, never a skip.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+cmd="${1:-bundle}"
+[[ "$cmd" == bundle ]] || { echo "usage: $0 bundle" >&2; exit 2; }
+
+bundle="$repo/bundle"
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+
+NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
+export NVCC
+
+# Test executables with the kernels in them.
+cargo test --release --no-run --message-format=json 2>/dev/null \
+    | python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        name = m["target"]["name"]
+        if name in ("c_api_roundtrip", "gpu", "c_api_errors", "rust_api"):
+            shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
+' "$bundle/bin"
+cargo build --release --example acquire --bin tz-bench
+cp target/release/examples/acquire target/release/tz-bench "$bundle/bin/"
+strip "$bundle"/bin/*
+
+# nvCOMP 6.0 (not ours to ship: fetched from PyPI into the bundle only).
+wheel_dir="$repo/.cache/nvcomp"
+if [[ ! -f "$wheel_dir/libnvcomp.so.6" ]]; then
+    mkdir -p "$wheel_dir"
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+        --python-version 3.12 -d "$wheel_dir" nvidia-libnvcomp-cu13==6.0.0.12
+    (cd "$wheel_dir" && python3 -m zipfile -e nvidia_libnvcomp_cu13-*.whl wheel \
+        && cp wheel/nvidia/libnvcomp/lib64/libnvcomp.so.6 . && rm -rf wheel)
+fi
+cp "$wheel_dir/libnvcomp.so.6" "$bundle/lib/"
+cp scripts/gpu-tests.sh "$bundle/run.sh"
+chmod +x "$bundle/run.sh"
+git rev-parse HEAD >"$bundle/COMMIT" 2>/dev/null || echo unknown >"$bundle/COMMIT"
+du -sh "$bundle"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the bundle made by `scripts/gpu-run.sh bundle`
+# (copied there as run.sh):
+#
+#   bundle/run.sh [RESULTS_DIR [PHASE...]]
+#
+# PHASE: tests, sanitizer, bench (default: all three, in that order).
+# GPU tests (the C-API round trips on the GPU backend, GPU-vs-CPU equality,
+# nvCOMP temp-buffer immunity, bad input), compute-sanitizer memcheck and
+# racecheck on a small stream, then the benchmarks. Exits non-zero when any
+# of them fails or cannot run.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+results="${1:-$here/results}"
+shift || true
+phases=("$@")
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench)
+wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
+mkdir -p "$results"
+export TZ_NVCOMP_LIBRARY="$here/lib/libnvcomp.so.6"
+export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+failed=()
+step() { printf '\n=== %s\n' "$*"; }
+check() { local name=$1; shift; if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failed+=("$name"); fi; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$results/device.txt"
+echo "commit $(cat "$here/COMMIT")" | tee -a "$results/device.txt"
+
+if wants tests; then
+step "GPU tests"
+check gpu-only "$here/bin/gpu" --ignored --test-threads 4
+check roundtrip-gpu env TZ_TEST_BACKEND=gpu "$here/bin/c_api_roundtrip" --test-threads 4
+check bad-input "$here/bin/c_api_errors"
+check rust-api "$here/bin/rust_api"
+fi
+
+if wants sanitizer; then
+step "compute-sanitizer on a small stream"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+    check "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+        "$here/bin/acquire" --frames 40 --size 256 --out "$results/sanitizer-$tool.zarr" --backend gpu
+    rm -rf "$results/sanitizer-$tool.zarr"
+done
+fi
+
+if wants bench; then
+step "benchmarks: cam-32 and cam-128, GPU backend, shards discarded"
+for config in cam-32 cam-128; do
+    check "bench-$config" "$here/bin/tz-bench" --config "$config" --backend gpu --sink discard \
+        --bytes 8GiB --reps 3 --out "$results/bench-$config-gpu-discard.json"
+done
+fi
+
+step "summary"
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "all GPU tests passed"

@@ -1,0 +1,273 @@
+//! Thin owning wrappers over the CUDA driver API (through cudarc's raw
+//! `result` layer, loaded at run time). All the CUDA pointer handling of
+//! the GPU backend lives here.
+
+use crate::error::Error;
+use cudarc::driver::{result, sys};
+use std::ffi::c_void;
+
+/// A CUDA failure in `stage`.
+pub fn gpu_err(stage: &'static str, e: impl std::fmt::Display) -> Error {
+    Error::Gpu {
+        stage,
+        message: e.to_string(),
+    }
+}
+
+/// Checks that the NVIDIA driver library can be loaded, before any cudarc
+/// call (cudarc panics when it cannot find it).
+pub fn driver_present() -> Result<(), String> {
+    // SAFETY: loading the driver library runs its initialisers, which is
+    // what any use of CUDA does; the handle is dropped at once.
+    match unsafe { libloading::Library::new("libcuda.so.1") } {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "no NVIDIA driver: libcuda.so.1 cannot be loaded ({e})"
+        )),
+    }
+}
+
+/// The primary context of one device, current on the threads that use it.
+pub struct Context {
+    device: sys::CUdevice,
+    ctx: sys::CUcontext,
+    pub name: String,
+}
+
+// SAFETY: a CUDA context may be made current on any thread; the backend
+// binds it before every use.
+unsafe impl Send for Context {}
+
+impl Context {
+    pub fn new(ordinal: u32) -> Result<Context, Error> {
+        result::init().map_err(|e| gpu_err("initialising CUDA", e))?;
+        let count = result::device::get_count().map_err(|e| gpu_err("counting devices", e))?;
+        if ordinal as i32 >= count {
+            return Err(Error::BackendUnavailable(format!(
+                "device {ordinal} requested, but {count} CUDA device(s) are present"
+            )));
+        }
+        let device =
+            result::device::get(ordinal as i32).map_err(|e| gpu_err("opening the device", e))?;
+        // SAFETY: `device` is a valid ordinal's handle; released in Drop.
+        let ctx = unsafe { result::primary_ctx::retain(device) }
+            .map_err(|e| gpu_err("creating the context", e))?;
+        let name = result::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
+        let c = Context { device, ctx, name };
+        c.bind()?;
+        Ok(c)
+    }
+
+    /// Makes the context current on the calling thread.
+    pub fn bind(&self) -> Result<(), Error> {
+        // SAFETY: `ctx` is retained for the life of `self`.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| gpu_err("binding the context", e))
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain in `new`; everything allocated in it
+        // is freed first (the backend drops its buffers before this).
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+/// A stream of the current context.
+pub struct Stream(pub sys::CUstream);
+
+// SAFETY: streams are usable from any thread with the context current.
+unsafe impl Send for Stream {}
+
+impl Stream {
+    pub fn new() -> Result<Stream, Error> {
+        result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map(Stream)
+            .map_err(|e| gpu_err("creating a stream", e))
+    }
+
+    pub fn sync(&self, stage: &'static str) -> Result<(), Error> {
+        // SAFETY: a live stream of the current context.
+        unsafe { result::stream::synchronize(self.0) }.map_err(|e| gpu_err(stage, e))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once; pending work finishes first.
+        unsafe {
+            let _ = result::stream::synchronize(self.0);
+            let _ = result::stream::destroy(self.0);
+        }
+    }
+}
+
+/// Device memory.
+pub struct DeviceBuffer {
+    pub ptr: sys::CUdeviceptr,
+    pub bytes: usize,
+}
+
+// SAFETY: a device address, usable from any thread with the context current.
+unsafe impl Send for DeviceBuffer {}
+
+impl DeviceBuffer {
+    pub fn new(bytes: usize, what: &str) -> Result<DeviceBuffer, Error> {
+        // SAFETY: plain allocation in the current context; 0 bytes becomes 1.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| {
+            Error::OutOfMemory(format!("{bytes} bytes of GPU memory for {what}: {e}"))
+        })?;
+        Ok(DeviceBuffer { ptr, bytes })
+    }
+
+    pub fn zero_async(
+        &self,
+        bytes: usize,
+        stream: &Stream,
+        stage: &'static str,
+    ) -> Result<(), Error> {
+        debug_assert!(bytes <= self.bytes);
+        // SAFETY: the range lies inside this allocation.
+        unsafe { result::memset_d8_async(self.ptr, 0, bytes, stream.0) }
+            .map_err(|e| gpu_err(stage, e))
+    }
+
+    /// Copies `src` to the start of this buffer, ordered on `stream`. `src`
+    /// must stay untouched until the stream has passed this point.
+    pub fn upload_async<T>(
+        &self,
+        src: &[T],
+        stream: &Stream,
+        stage: &'static str,
+    ) -> Result<(), Error> {
+        assert!(std::mem::size_of_val(src) <= self.bytes);
+        // SAFETY: the destination is large enough (checked); the caller keeps
+        // `src` alive and unchanged until the stream is synchronised.
+        unsafe { result::memcpy_htod_async(self.ptr, src, stream.0) }.map_err(|e| gpu_err(stage, e))
+    }
+
+    /// Copies the start of this buffer into `dst`, ordered on `stream`;
+    /// `dst` is valid once the stream is synchronised.
+    pub fn download_async<T>(
+        &self,
+        dst: &mut [T],
+        stream: &Stream,
+        stage: &'static str,
+    ) -> Result<(), Error> {
+        assert!(std::mem::size_of_val(dst) <= self.bytes);
+        // SAFETY: the source range lies inside this allocation; the caller
+        // synchronises before reading `dst`.
+        unsafe { result::memcpy_dtoh_async(dst, self.ptr, stream.0) }.map_err(|e| gpu_err(stage, e))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new`, freed once.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Page-locked host memory (not write-combined: the host reads it back).
+pub struct PinnedBuffer {
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: plain host memory; the owner moves it between threads.
+unsafe impl Send for PinnedBuffer {}
+
+impl PinnedBuffer {
+    pub fn new(bytes: usize) -> Result<PinnedBuffer, Error> {
+        // SAFETY: a plain allocation (flags 0: portable neither, cached).
+        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }
+            .map_err(|e| Error::OutOfMemory(format!("{bytes} bytes of pinned host memory: {e}")))?;
+        let mut b = PinnedBuffer {
+            ptr: ptr as *mut u8,
+            bytes,
+        };
+        // Fault every page in now, not during the acquisition.
+        b.as_mut_slice().fill(0);
+        Ok(b)
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `bytes` initialised bytes at `ptr`, owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_host in `new`, freed once.
+        let _ = unsafe { result::free_host(self.ptr as *mut c_void) };
+    }
+}
+
+/// A loaded module and one of its kernels.
+pub struct Kernel {
+    func: sys::CUfunction,
+}
+
+// SAFETY: a function handle of a loaded module, usable from any thread
+// with the context current.
+unsafe impl Send for Kernel {}
+
+/// A module loaded from an embedded fatbin; unloaded with the context.
+pub struct Module(sys::CUmodule);
+
+// SAFETY: as for Kernel.
+unsafe impl Send for Module {}
+
+impl Module {
+    pub fn load(fatbin: &'static [u8]) -> Result<Module, Error> {
+        // SAFETY: `fatbin` is a complete fatbin image produced by nvcc at
+        // build time and lives for the whole program.
+        unsafe { result::module::load_data(fatbin.as_ptr() as *const c_void) }
+            .map(Module)
+            .map_err(|e| gpu_err("loading the kernels", e))
+    }
+
+    pub fn kernel(&self, name: &str) -> Result<Kernel, Error> {
+        let cname = std::ffi::CString::new(name).expect("kernel names have no NUL");
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        unsafe { result::module::get_function(self.0, cname) }
+            .map(|func| Kernel { func })
+            .map_err(|e| gpu_err("finding a kernel", e))
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: loaded in `load`, unloaded once.
+        let _ = unsafe { result::module::unload(self.0) };
+    }
+}
+
+impl Kernel {
+    /// Launches with the given parameters (pointers to each argument, in the
+    /// kernel's order).
+    ///
+    /// # Safety
+    /// `params` must match the kernel's signature exactly, and every device
+    /// pointer among them must be valid for what the kernel does.
+    pub unsafe fn launch(
+        &self,
+        grid: u32,
+        block: u32,
+        stream: &Stream,
+        params: &mut [*mut c_void],
+        stage: &'static str,
+    ) -> Result<(), Error> {
+        // SAFETY: forwarded to the caller's contract.
+        unsafe {
+            result::launch_kernel(self.func, (grid, 1, 1), (block, 1, 1), 0, stream.0, params)
+        }
+        .map_err(|e| gpu_err(stage, e))
+    }
+}

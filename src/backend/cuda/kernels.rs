@@ -1,0 +1,95 @@
+//! The embedded kernels and the geometry they read, mirroring
+//! kernels/layout.cuh.
+
+use super::driver::{Kernel, Module};
+use crate::error::Error;
+use crate::layout::{Layout, MAX_RANK};
+
+/// The fatbins nvcc built from kernels/*.cu, when it was found at build time.
+#[cfg(tz_kernels)]
+const FATBINS: Option<(&[u8], &[u8])> = Some((
+    include_bytes!(concat!(env!("OUT_DIR"), "/scatter.fatbin")),
+    include_bytes!(concat!(env!("OUT_DIR"), "/aggregate.fatbin")),
+));
+#[cfg(not(tz_kernels))]
+const FATBINS: Option<(&[u8], &[u8])> = None;
+
+/// Whether this build carries the CUDA kernels.
+pub fn built_in() -> bool {
+    FATBINS.is_some()
+}
+
+/// `struct tz_geometry` of kernels/layout.cuh.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Geometry {
+    pub rank: u32,
+    pub elem_size: u32,
+    pub epoch_elems: u64,
+    pub tile_elems: u64,
+    pub tile_stride: u64,
+    pub tiles_per_epoch: u64,
+    pub extent: [u64; MAX_RANK],
+    pub tile: [u64; MAX_RANK],
+    pub slot_stride: [u64; MAX_RANK],
+    pub within_stride: [u64; MAX_RANK],
+}
+
+impl Geometry {
+    /// `tile_stride`: elements between consecutive tiles of the pool.
+    pub fn new(layout: &Layout, tile_stride: u64) -> Geometry {
+        let dims = layout.dims();
+        let rank = dims.len();
+        let mut g = Geometry {
+            rank: rank as u32,
+            elem_size: layout.elem_size() as u32,
+            epoch_elems: layout.epoch_elems(),
+            tile_elems: layout.tile_elems(),
+            tile_stride,
+            tiles_per_epoch: layout.tiles_per_epoch(),
+            extent: [0; MAX_RANK],
+            tile: [0; MAX_RANK],
+            slot_stride: [0; MAX_RANK],
+            within_stride: [0; MAX_RANK],
+        };
+        let (mut slot, mut within) = (1u64, 1u64);
+        for d in (0..rank).rev() {
+            g.extent[d] = if d == 0 { dims[0].tile } else { dims[d].size };
+            g.tile[d] = dims[d].tile;
+            // Dimension 0 has one tile per epoch: it adds nothing to the slot.
+            g.slot_stride[d] = if d == 0 { 0 } else { slot };
+            g.within_stride[d] = within;
+            if d > 0 {
+                slot *= layout.tile_count()[d];
+            }
+            within *= dims[d].tile;
+        }
+        g
+    }
+}
+
+pub struct Kernels {
+    pub scatter: Kernel,
+    pub permute_sizes: Kernel,
+    pub exclusive_scan: Kernel,
+    pub gather_chunks: Kernel,
+    // Modules last: kernels must not outlive them.
+    _modules: (Module, Module),
+}
+
+impl Kernels {
+    pub fn load() -> Result<Kernels, Error> {
+        let (scatter_bin, aggregate_bin) = FATBINS.ok_or_else(|| {
+            Error::BackendUnavailable("this library was built without its CUDA kernels (nvcc was not found at build time)".into())
+        })?;
+        let scatter_mod = Module::load(scatter_bin)?;
+        let aggregate_mod = Module::load(aggregate_bin)?;
+        Ok(Kernels {
+            scatter: scatter_mod.kernel("tz_scatter")?,
+            permute_sizes: aggregate_mod.kernel("tz_permute_sizes")?,
+            exclusive_scan: aggregate_mod.kernel("tz_exclusive_scan")?,
+            gather_chunks: aggregate_mod.kernel("tz_gather_chunks")?,
+            _modules: (scatter_mod, aggregate_mod),
+        })
+    }
+}

@@ -1,0 +1,255 @@
+//! `tz-bench`: the ingest throughput of TiledZarr as the benchmark protocol
+//! defines it, with its ceilings and peers measured in the same run, printed
+//! as a table and kept as a JSON record. `bench/README.md` says how to run
+//! it and what each figure means; `tz-bench --help` lists the options.
+
+mod tz_bench;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+use tiledzarr::backend::BackendKind;
+use tiledzarr::pipeline::Stage;
+use tiledzarr::synth::Generator;
+use tz_bench::args::{self, Options, Parsed, SinkKind};
+use tz_bench::ceilings::{self, best_and_median};
+use tz_bench::data::{self, Frames};
+use tz_bench::record::{self, Record};
+use tz_bench::stream::{self, Progress, Target};
+use tz_bench::{peers, protocol, table, workdir::WorkDir};
+
+const GIB: u64 = 1 << 30;
+
+fn main() -> ExitCode {
+    let o = match args::parse(std::env::args().skip(1)) {
+        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Help) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tz-bench: {e}\n\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match bench(&o) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tz-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench(o: &Options) -> Result<ExitCode, String> {
+    let (label, mut config) = protocol::load(&o.config)?;
+    protocol::apply(&mut config, o);
+    let v = config
+        .validate()
+        .map_err(|e| format!("configuration: {e}"))?;
+    // Select the backend up front: a GPU request that cannot run fails
+    // before minutes of data generation, and the default size depends on it.
+    let (_, selection) = tiledzarr::backend::select(&v).map_err(|e| format!("backend: {e}"))?;
+    let default_bytes = match selection.kind {
+        BackendKind::Cpu => 2 * GIB,
+        BackendKind::Gpu => 8 * GIB,
+    };
+    let layout = &v.layout;
+    let frame_shape: Vec<u64> = layout.dims()[1..].iter().map(|d| d.size).collect();
+    let bounded = (!layout.is_unbounded()).then(|| layout.dims()[0].size);
+    let epoch_frames = layout.epoch_planes();
+    let n = data::frames_for(
+        o.bytes.unwrap_or(default_bytes),
+        layout.plane_bytes(),
+        epoch_frames,
+        bounded,
+    );
+    let pool = data::pool_frames_for(n, layout.plane_bytes(), epoch_frames);
+    let t = Instant::now();
+    let gen = Generator::new(o.pattern, config.dtype, &frame_shape, o.seed);
+    let frames = Frames::new(gen, n, pool);
+    eprintln!(
+        "tz-bench: {label}: generated {pool} distinct {} frames ({:.2} GB) in {:.1} s; \
+         streaming {n} frames ({:.2} GB) per run",
+        o.pattern,
+        (pool * layout.plane_bytes()) as f64 / 1e9,
+        t.elapsed().as_secs_f64(),
+        frames.bytes() as f64 / 1e9
+    );
+
+    let root = peers::repo_root();
+    let work = if o.sink == SinkKind::Fs || o.peers {
+        Some(WorkDir::create(o.store_dir.as_deref())?)
+    } else {
+        None
+    };
+    let store = work.as_ref().map(|w| w.path().join("store.zarr"));
+    let target = match (&o.sink, &store) {
+        (SinkKind::Fs, Some(path)) => Target::Fs(path),
+        _ => Target::Discard,
+    };
+
+    let mut device = record::device();
+    device.load_before = record::load_average();
+    let mut progress = Progress::new();
+    let mut runs = Vec::new();
+    for rep in 1..=o.reps {
+        progress.start(format!("rep {rep}/{}", o.reps));
+        runs.push(stream::run(&config, &target, &frames, &mut progress)?);
+    }
+    let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+    let (best_s, median_s) = best_and_median(&seconds);
+    let best = runs
+        .iter()
+        .find(|r| r.seconds == best_s)
+        .expect("the best run is one of the runs");
+    let m = best.summary.metrics;
+    let bytes = frames.bytes() as f64;
+    let best_gbps = bytes / best_s / 1e9;
+
+    let mut ceilings = if o.ceilings {
+        eprintln!("tz-bench: measuring ceilings");
+        ceilings::measure(&v, &frames, v.threads)
+    } else {
+        ceilings::skipped(&v)
+    };
+    for c in &mut ceilings {
+        c.tiledzarr_over_ceiling = c.gbps.map(|g| best_gbps / g);
+    }
+
+    let mut notes = Vec::new();
+    let mut failed = false;
+    let (mut peer_list, mut peers_setup) = (Vec::new(), serde_json::Value::Null);
+    if o.peers {
+        if o.sink == SinkKind::Discard {
+            notes.push(
+                "the peers write a store: compare them with the fs-sink figure \
+                 (this run discarded its shards)"
+                    .into(),
+            );
+        }
+        match peers::unsupported(&v) {
+            Some(why) => notes.push(format!("peers not run: {why}")),
+            None => {
+                let req = peers::Request {
+                    root: &root,
+                    python: o.python.as_deref(),
+                    work: work.as_ref().expect("created for --peers").path(),
+                    reps: o.reps,
+                    threads: o.threads,
+                };
+                match peers::run(&req, &v, &frames) {
+                    Ok(out) => {
+                        peer_list = out.peers;
+                        peers_setup = out.setup;
+                    }
+                    Err(e) => {
+                        notes.push(format!("peers failed: {e}"));
+                        failed = true;
+                    }
+                }
+            }
+        }
+        for p in &mut peer_list {
+            let over = p["best_gbps"].as_f64().map(|g| best_gbps / g);
+            p["tiledzarr_over_peer"] = over.into();
+            failed |= p["status"] == "failed";
+        }
+    }
+    device.load_after = record::load_average();
+    if best.summary.backend == BackendKind::Gpu {
+        (device.gpu, device.gpu_driver) = record::gpu(v.config.device);
+    }
+
+    let stage_seconds: BTreeMap<String, f64> = Stage::ALL
+        .iter()
+        .map(|&s| (s.name().to_string(), m.seconds(s)))
+        .collect();
+    let stage_gbps = stage_seconds
+        .iter()
+        .map(|(k, &s)| (k.clone(), (s > 0.0).then(|| m.bytes_in as f64 / s / 1e9)))
+        .collect();
+    let (date, stamp) = record::now_utc();
+    let fs = o.sink == SinkKind::Fs;
+    let rec = Record {
+        tool: format!("tz-bench {}", env!("CARGO_PKG_VERSION")),
+        date,
+        commit: record::commit(&root),
+        device,
+        configuration: record::Configuration {
+            name: label.clone(),
+            json: json(&v.config),
+            tile_shape: layout.tile_shape(),
+            shard_shape: layout.shard_shape(),
+            threads: v.threads,
+        },
+        data: record::Data {
+            pattern: o.pattern.name().into(),
+            seed: o.seed,
+            dtype: config.dtype.name().into(),
+            frame_shape,
+            frame_bytes: layout.plane_bytes(),
+            frames: n,
+            bytes: frames.bytes(),
+            distinct_frames: frames.pool_frames(),
+        },
+        backend: record::Backend {
+            requested: json(&v.config.backend).as_str().unwrap_or("?").into(),
+            kind: best.summary.backend.name().into(),
+            reason: best.summary.backend_reason.clone(),
+        },
+        sink: record::Sink {
+            kind: o.sink.name().into(),
+            dir: fs.then(|| store_base(o).display().to_string()),
+            filesystem: fs.then(|| record::filesystem(&store_base(o))).flatten(),
+        },
+        figures: record::Figures {
+            best_gbps,
+            median_gbps: bytes / median_s / 1e9,
+            seconds,
+            compression_ratio: m.compression_ratio(),
+            bytes_out: m.bytes_out,
+            shards: m.shards,
+            epochs: m.epochs,
+            stage_seconds,
+            stage_gbps,
+        },
+        ceilings,
+        peers: peer_list,
+        peers_setup,
+        notes,
+    };
+    let out = o.out.clone().unwrap_or_else(|| {
+        let name = format!(
+            "{stamp}-{label}-{}-{}.json",
+            rec.backend.kind,
+            o.sink.name()
+        );
+        root.join("bench/results").join(name)
+    });
+    rec.write(&out)?;
+    print!("{}", table::render(&rec));
+    println!("\nrecord: {}", display(&out));
+    drop(work);
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The folder the store's scratch folder went under (the disk measured).
+fn store_base(o: &Options) -> PathBuf {
+    o.store_dir.clone().unwrap_or_else(std::env::temp_dir)
+}
+
+/// A path relative to the working directory when it lies under it.
+fn display(p: &std::path::Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    p.strip_prefix(&cwd).unwrap_or(p).display().to_string()
+}
+
+fn json<T: serde::Serialize>(x: &T) -> serde_json::Value {
+    serde_json::to_value(x).expect("serializes")
+}

@@ -1,0 +1,243 @@
+//! Command-line options. Parsed by hand: the crate takes no argument-parsing
+//! dependency for one tool.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use tiledzarr::config::BackendChoice;
+use tiledzarr::synth::Pattern;
+
+pub const USAGE: &str = "\
+tz-bench: the ingest throughput of TiledZarr, as bench/README.md defines it
+
+usage: tz-bench [options]
+
+  --config NAME|FILE.json   cam-32 (default), cam-64, cam-128, tczyx, frames-u8,
+                            or a configuration file in the library's JSON schema
+  --backend auto|cpu|gpu    overrides the configuration's backend (named: auto)
+  --sink discard|fs         discard shards (pipeline figure, default) or write
+                            a Zarr store (end-to-end figure)
+  --store-dir DIR           where the store, peer stores and raw frames go
+                            (default: the system temp dir); removed at the end
+  --bytes SIZE              data streamed per rep, e.g. 2GiB, 512MiB, 8GB
+                            (default 2GiB on the CPU, 8GiB on a GPU), rounded
+                            down to whole epochs (tile[0] frames), at least one
+  --reps N                  timed repetitions (default 3)
+  --pattern P               microscopy (default), random, sparse
+  --seed S                  generator seed (default 1)
+  --level L                 zstd level (default: the configuration's, 1)
+  --codec zstd|none         the tile codec (default: the configuration's, zstd)
+  --threads N               CPU worker threads, also used by the CPU ceiling
+                            (default: one per core)
+  --out RECORD.json         the JSON record (default
+                            bench/results/<date>-<config>-<backend>-<sink>.json)
+  --peers                   also run scripts/bench-peers.py on the same frames
+  --python PATH             interpreter for the peers (default .venv/bin/python)
+  --no-ceilings             skip the ceiling measurements
+  -h, --help                this text
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkKind {
+    Discard,
+    Fs,
+}
+
+impl SinkKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkKind::Discard => "discard",
+            SinkKind::Fs => "fs",
+        }
+    }
+}
+
+/// The codec as asked on the command line; `None` keeps the configuration's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodecArg {
+    Zstd,
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: String,
+    pub backend: Option<BackendChoice>,
+    pub sink: SinkKind,
+    pub store_dir: Option<PathBuf>,
+    pub bytes: Option<u64>,
+    pub reps: usize,
+    pub pattern: Pattern,
+    pub seed: u64,
+    pub level: Option<i32>,
+    pub codec: Option<CodecArg>,
+    pub threads: Option<u32>,
+    pub out: Option<PathBuf>,
+    pub peers: bool,
+    pub python: Option<PathBuf>,
+    pub ceilings: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            config: "cam-32".into(),
+            backend: None,
+            sink: SinkKind::Discard,
+            store_dir: None,
+            bytes: None,
+            reps: 3,
+            pattern: Pattern::Microscopy,
+            seed: 1,
+            level: None,
+            codec: None,
+            threads: None,
+            out: None,
+            peers: false,
+            python: None,
+            ceilings: true,
+        }
+    }
+}
+
+/// What the command line asks for: a run, or the usage text.
+pub enum Parsed {
+    Run(Options),
+    Help,
+}
+
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
+    let mut o = Options::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        // Both `--key value` and `--key=value`.
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{key} needs a value"))
+        };
+        match key.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--config" => o.config = value()?,
+            "--backend" => o.backend = Some(backend(&value()?)?),
+            "--sink" => {
+                o.sink = match value()?.as_str() {
+                    "discard" => SinkKind::Discard,
+                    "fs" => SinkKind::Fs,
+                    v => return Err(format!("--sink: expected discard or fs, got {v:?}")),
+                }
+            }
+            "--store-dir" => o.store_dir = Some(value()?.into()),
+            "--bytes" => o.bytes = Some(parse_bytes(&value()?)?),
+            "--reps" => o.reps = number(&key, &value()?)?,
+            "--pattern" => o.pattern = value()?.parse()?,
+            "--seed" => o.seed = number(&key, &value()?)?,
+            "--level" => o.level = Some(number(&key, &value()?)?),
+            "--codec" => {
+                o.codec = Some(match value()?.as_str() {
+                    "zstd" => CodecArg::Zstd,
+                    "none" => CodecArg::None,
+                    v => return Err(format!("--codec: expected zstd or none, got {v:?}")),
+                })
+            }
+            "--threads" => o.threads = Some(number(&key, &value()?)?),
+            "--out" => o.out = Some(value()?.into()),
+            "--peers" => o.peers = true,
+            "--python" => o.python = Some(value()?.into()),
+            "--no-ceilings" => o.ceilings = false,
+            _ => return Err(format!("unknown argument {arg:?} (see --help)")),
+        }
+        if inline.is_some() && matches!(key.as_str(), "--peers" | "--no-ceilings") {
+            return Err(format!("{key} takes no value"));
+        }
+    }
+    if o.reps == 0 {
+        return Err("--reps must be at least 1".into());
+    }
+    if o.codec == Some(CodecArg::None) && o.level.is_some() {
+        return Err("--level has no meaning with --codec none".into());
+    }
+    Ok(Parsed::Run(o))
+}
+
+fn backend(v: &str) -> Result<BackendChoice, String> {
+    match v {
+        "auto" => Ok(BackendChoice::Auto),
+        "cpu" => Ok(BackendChoice::Cpu),
+        "gpu" => Ok(BackendChoice::Gpu),
+        _ => Err(format!("--backend: expected auto, cpu or gpu, got {v:?}")),
+    }
+}
+
+fn number<T: FromStr>(key: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{key}: expected a number, got {v:?}"))
+}
+
+/// `2GiB`, `256MiB`, `1.5GB`, `4096`: binary units with `i`, decimal
+/// without, as the protocol says GB means 10^9 bytes.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        u => {
+            return Err(format!(
+                "--bytes: unknown unit {u:?} in {text:?} (B, MB, MiB, GB, GiB, ...)"
+            ))
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("--bytes: expected a size such as 2GiB, got {text:?}"))?;
+    let bytes = n * scale;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("--bytes: {text:?} is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_bytes("256 MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_bytes("1.5GB").unwrap(), 1_500_000_000);
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert!(parse_bytes("2G").is_err());
+        assert!(parse_bytes("0").is_err());
+    }
+
+    #[test]
+    fn flags() {
+        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let Parsed::Run(o) = parse(a("--config=cam-64 --sink fs --reps 2 --peers")).unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!(o.config, "cam-64");
+        assert_eq!(o.sink, SinkKind::Fs);
+        assert_eq!(o.reps, 2);
+        assert!(o.peers);
+        assert!(parse(a("--reps")).is_err());
+        assert!(parse(a("--bogus")).is_err());
+        assert!(parse(a("--codec none --level 3")).is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The JSON record of a run (`bench-protocol.md`, "Records"), and the facts
+//! about the machine and the source it needs.
+
+use super::ceilings::Ceiling;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+#[derive(Debug, Serialize)]
+pub struct Record {
+    pub tool: String,
+    /// UTC, ISO 8601.
+    pub date: String,
+    pub commit: Commit,
+    pub device: Device,
+    pub configuration: Configuration,
+    pub data: Data,
+    pub backend: Backend,
+    pub sink: Sink,
+    pub figures: Figures,
+    pub ceilings: Vec<Ceiling>,
+    /// As `scripts/bench-peers.py --json` reports them, plus
+    /// `tiledzarr_over_peer` (TiledZarr's best GB/s over the peer's best).
+    pub peers: Vec<Value>,
+    /// The peer script's own account of its run (versions, load), or null.
+    pub peers_setup: Value,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Commit {
+    /// `git rev-parse HEAD`, or "unknown".
+    pub hash: String,
+    /// Tracked files differ from the commit (untracked ones are not counted).
+    pub dirty: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Device {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_bytes: Option<u64>,
+    /// Filled (from nvidia-smi) when the GPU backend ran; null otherwise.
+    pub gpu: Option<String>,
+    pub gpu_driver: Option<String>,
+    /// 1-minute load average before and after: other work on the machine
+    /// makes figures noisy.
+    pub load_before: Option<f64>,
+    pub load_after: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Configuration {
+    /// The protocol name, or the JSON file's stem.
+    pub name: String,
+    /// The configuration streamed, in the library's JSON schema (the store,
+    /// set per run for the filesystem sink, left out).
+    pub json: Value,
+    pub tile_shape: Vec<u64>,
+    pub shard_shape: Vec<u64>,
+    pub threads: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Data {
+    pub pattern: String,
+    pub seed: u64,
+    pub dtype: String,
+    pub frame_shape: Vec<u64>,
+    pub frame_bytes: u64,
+    pub frames: u64,
+    /// Bytes streamed per run.
+    pub bytes: u64,
+    /// Frames generated before timing; the stream cycles through them.
+    pub distinct_frames: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Backend {
+    pub requested: String,
+    pub kind: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Sink {
+    pub kind: String,
+    /// For the filesystem sink: the folder given by --store-dir (or the
+    /// temp dir) that the store, the peers' stores and the raw frames went
+    /// under, in a scratch folder removed at the end.
+    pub dir: Option<String>,
+    /// The filesystem holding `dir`, from /proc/mounts: "ext4 /dev/vda on /".
+    pub filesystem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Figures {
+    /// Bytes streamed / seconds from the first write to the return of
+    /// finish, best run (GB = 1e9 bytes).
+    pub best_gbps: f64,
+    pub median_gbps: f64,
+    /// Every run's seconds, in run order.
+    pub seconds: Vec<f64>,
+    /// Input bytes / bytes emitted in shards, indexes included.
+    pub compression_ratio: f64,
+    pub bytes_out: u64,
+    pub shards: u64,
+    pub epochs: u64,
+    /// Of the best run: seconds per stage, summed over the threads that ran
+    /// it, and bytes in / those seconds.
+    pub stage_seconds: BTreeMap<String, f64>,
+    pub stage_gbps: BTreeMap<String, Option<f64>>,
+}
+
+impl Record {
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        let mut text = serde_json::to_string_pretty(self).expect("a record serializes");
+        text.push('\n');
+        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+    }
+}
+
+pub fn commit(root: &Path) -> Commit {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "HEAD"]) {
+        Some(hash) => Commit {
+            hash,
+            dirty: git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+        },
+        None => Commit {
+            hash: "unknown".into(),
+            dirty: None,
+        },
+    }
+}
+
+pub fn device() -> Device {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = field(&cpuinfo, "model name")
+        .or_else(|| field(&cpuinfo, "Model"))
+        .unwrap_or_else(|| "unknown".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_bytes = field(&meminfo, "MemTotal")
+        .and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024);
+    Device {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_bytes,
+        gpu: None,
+        gpu_driver: None,
+        load_before: None,
+        load_after: None,
+    }
+}
+
+/// Name and driver version of GPU `ordinal`, from `nvidia-smi` (best
+/// effort: both `None` without it).
+pub fn gpu(ordinal: u32) -> (Option<String>, Option<String>) {
+    let out = Command::new("nvidia-smi")
+        .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+        .arg(format!("--id={ordinal}"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match text.as_deref().and_then(|t| t.split_once(',')) {
+        Some((name, driver)) => (Some(name.trim().into()), Some(driver.trim().into())),
+        None => (None, None),
+    }
+}
+
+/// The mount holding `path` (the longest mount point above it): type,
+/// device and mount point. A tmpfs here means the "disk" is memory.
+pub fn filesystem(path: &Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 3).then(|| (f[0], f[1], f[2]))
+        })
+        .filter(|(_, at, _)| path.starts_with(at))
+        .max_by_key(|(_, at, _)| at.len())
+        .map(|(dev, at, kind)| format!("{kind} {dev} on {at}"))
+}
+
+/// The first `key: value` line's value.
+fn field(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().to_string())
+    })
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The current UTC time as ISO 8601 (`2025-01-31T12:34:56Z`) and in the
+/// basic form for file names (`20250131T123456Z`).
+pub fn now_utc() -> (String, String) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    let (hh, mm, ss) = (s / 3600, s % 3600 / 60, s % 60);
+    (
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z"),
+        format!("{y:04}{m:02}{d:02}T{hh:02}{mm:02}{ss:02}Z"),
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's
+/// algorithm; no date crate for one conversion).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+}

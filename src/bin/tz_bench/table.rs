@@ -1,0 +1,164 @@
+//! The table on stdout, printed from the record so that the two never
+//! disagree.
+
+use super::record::Record;
+use std::fmt::Write;
+use tiledzarr::pipeline::Stage;
+
+pub fn render(r: &Record) -> String {
+    let mut t = String::new();
+    let c = &r.configuration;
+    let d = &r.data;
+    let dims = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join("x");
+    let codec = match r.configuration.json.get("codec") {
+        Some(v) if v["name"] == "zstd" => format!("zstd {}", v["level"]),
+        _ => "no compression".into(),
+    };
+    let _ = writeln!(
+        t,
+        "config   {} ({}, frame {}, tile {}, shard {}, {codec})",
+        c.name,
+        d.dtype,
+        dims(&d.frame_shape),
+        dims(&c.tile_shape),
+        dims(&c.shard_shape)
+    );
+    let _ = writeln!(
+        t,
+        "data     {} seed {}, {} frames = {:.3} GB per run, {} distinct frames",
+        d.pattern,
+        d.seed,
+        d.frames,
+        d.bytes as f64 / 1e9,
+        d.distinct_frames
+    );
+    let _ = writeln!(
+        t,
+        "backend  {} ({}), {} thread{}; sink {}",
+        r.backend.kind,
+        r.backend.reason,
+        c.threads,
+        if c.threads == 1 { "" } else { "s" },
+        r.sink.kind
+    );
+    if let Some(fs) = &r.sink.filesystem {
+        let dir = r.sink.dir.as_deref().unwrap_or("?");
+        let _ = writeln!(t, "store    under {dir} ({fs})");
+    }
+    let load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
+    let _ = writeln!(
+        t,
+        "machine  {}, {} cores; load average {} before, {} after",
+        r.device.cpu,
+        r.device.cores,
+        load(r.device.load_before),
+        load(r.device.load_after)
+    );
+    let dirty = match r.commit.dirty {
+        Some(true) => " (dirty)",
+        _ => "",
+    };
+    let _ = writeln!(t, "commit   {}{dirty}", r.commit.hash);
+    let _ = writeln!(t, "date     {}", r.date);
+    t.push('\n');
+
+    let header = format!(
+        "{:<30} {:>10} {:>12} {:>12} {:>15}",
+        "figure", "best GB/s", "median GB/s", "compression", "TZ best / this"
+    );
+    let _ = writeln!(t, "{header}");
+    let _ = writeln!(t, "{}", "-".repeat(header.len()));
+    let f = &r.figures;
+    let tz = f.best_gbps;
+    let row = |t: &mut String,
+               name: &str,
+               best: Option<f64>,
+               median: Option<f64>,
+               ratio: Option<f64>,
+               vs: bool| {
+        let Some(best) = best else {
+            let _ = writeln!(t, "{name:<30} {:>10}", "absent");
+            return;
+        };
+        let num = |x: Option<f64>, p: usize| x.map_or("-".into(), |x| format!("{x:.p$}"));
+        let over = if vs {
+            num(Some(tz / best), 2)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            t,
+            "{name:<30} {:>10} {:>12} {:>12} {over:>15}",
+            num(Some(best), 3),
+            num(median, 3),
+            ratio.map_or("-".into(), |x| format!("{x:.2}x"))
+        );
+    };
+    row(
+        &mut t,
+        &format!("TiledZarr ingest ({})", r.sink.kind),
+        Some(tz),
+        Some(f.median_gbps),
+        Some(f.compression_ratio),
+        false,
+    );
+    for c in &r.ceilings {
+        row(
+            &mut t,
+            &format!("ceiling {}", c.name),
+            c.gbps,
+            c.median_gbps,
+            c.compression_ratio,
+            true,
+        );
+    }
+    for p in &r.peers {
+        let name = format!("peer {}", p["name"].as_str().unwrap_or("?"));
+        match p["best_gbps"].as_f64() {
+            Some(best) => row(
+                &mut t,
+                &name,
+                Some(best),
+                p["median_gbps"].as_f64(),
+                p["ratio"].as_f64(),
+                true,
+            ),
+            None => {
+                let status = p["status"].as_str().unwrap_or("no figure");
+                let _ = writeln!(t, "{name:<30} {status:>10}");
+            }
+        }
+    }
+    t.push('\n');
+
+    let secs: Vec<String> = f.seconds.iter().map(|s| format!("{s:.3}")).collect();
+    let _ = writeln!(t, "runs (s): {}", secs.join(" "));
+    let _ = writeln!(
+        t,
+        "stages of the best run (s summed over threads; GB/s = bytes in / those s):"
+    );
+    // In data order, not the record's alphabetical one.
+    for stage in Stage::ALL.map(Stage::name) {
+        let s = f.stage_seconds.get(stage).copied().unwrap_or(0.0);
+        let gbps = f.stage_gbps.get(stage).copied().flatten();
+        let gbps = gbps.map_or("-".into(), |g| format!("{g:.3}"));
+        let _ = writeln!(t, "  {stage:<10} {s:>9.3} s {gbps:>9} GB/s");
+    }
+    let notes = r
+        .ceilings
+        .iter()
+        .map(|c| (format!("ceiling {}", c.name), c.notes.clone()))
+        .chain(r.peers.iter().map(|p| {
+            let name = p["name"].as_str().unwrap_or("?");
+            let notes = p["notes"].as_str().unwrap_or("");
+            (format!("peer {name}"), notes.to_string())
+        }));
+    t.push('\n');
+    for (name, note) in notes {
+        let _ = writeln!(t, "{name}: {note}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(t, "note: {n}");
+    }
+    t
+}
