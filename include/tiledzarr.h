@@ -305,9 +305,17 @@ typedef struct tz_metrics {
    * Cumulative seconds per stage, summed over the threads that ran it.
    */
   double seconds_copy;
+  /**
+   * Host-to-device copy (GPU backend; 0 on the CPU).
+   */
+  double seconds_h2d;
   double seconds_scatter;
   double seconds_compress;
   double seconds_aggregate;
+  /**
+   * Device-to-host copy (GPU backend; 0 on the CPU).
+   */
+  double seconds_d2h;
   double seconds_sink;
   /**
    * The backend running the stream: a `tz_backend`, CPU or GPU.

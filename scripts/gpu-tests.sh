@@ -31,8 +31,8 @@ if wants tests; then
 step "GPU tests"
 check gpu-only "$here/bin/gpu" --ignored --test-threads 4
 check roundtrip-gpu env TZ_TEST_BACKEND=gpu "$here/bin/c_api_roundtrip" --test-threads 4
-check bad-input "$here/bin/c_api_errors"
-check rust-api "$here/bin/rust_api"
+check bad-input env TZ_TEST_BACKEND=gpu "$here/bin/c_api_errors"
+check rust-api env TZ_TEST_BACKEND=gpu "$here/bin/rust_api"
 fi
 
 if wants sanitizer; then

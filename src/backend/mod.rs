@@ -76,6 +76,18 @@ pub trait Backend: Send {
         }
         Ok(())
     }
+
+    /// Hands on whatever `compress_batch` still holds (a backend that
+    /// overlaps batches returns each one's epochs on the next call); called
+    /// once at the end of the stream.
+    fn drain(
+        &mut self,
+        _metrics: &Metrics,
+        _spare: &mut dyn FnMut() -> CompressedEpoch,
+        _done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Host memory the write path copies into: plain for the CPU backend,
@@ -126,9 +138,15 @@ pub struct Selection {
     pub reason: String,
 }
 
-/// Picks and builds the backend the configuration asks for.
-pub fn select(v: &Validated) -> Result<(Box<dyn Backend>, Selection)> {
-    let gpu = |v: &Validated| cuda::CudaBackend::new(v);
+/// Picks and builds the backend the configuration asks for. A GPU backend
+/// brings its own staging plan, which replaces `v`'s.
+pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
+    let gpu = |v: &mut Validated| -> Result<cuda::CudaBackend> {
+        let planned = v.with_gpu_staging()?;
+        let b = cuda::CudaBackend::new(&planned)?;
+        *v = planned;
+        Ok(b)
+    };
     let reason = match v.config.backend {
         BackendChoice::Cpu => "backend \"cpu\" requested".to_string(),
         BackendChoice::Gpu => {

@@ -50,7 +50,8 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
         .map_err(|e| format!("configuration: {e}"))?;
     // Select the backend up front: a GPU request that cannot run fails
     // before minutes of data generation, and the default size depends on it.
-    let (_, selection) = tiledzarr::backend::select(&v).map_err(|e| format!("backend: {e}"))?;
+    let (_, selection) =
+        tiledzarr::backend::select(&mut v.clone()).map_err(|e| format!("backend: {e}"))?;
     let default_bytes = match selection.kind {
         BackendKind::Cpu => 2 * GIB,
         BackendKind::Gpu => 8 * GIB,

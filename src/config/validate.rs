@@ -18,6 +18,13 @@ const DEFAULT_STAGING_BYTES: u64 = 1 << 30;
 /// hand-off carries a worthwhile amount of work.
 const TARGET_BUFFER_BYTES: u64 = 64 << 20;
 
+/// On the GPU a buffer is one compressor call: nvCOMP reaches its rate only
+/// on large batches (thousands of tiles, hundreds of MiB), so buffers aim
+/// at 1 GiB there, three of them by default (pinned memory).
+const GPU_TARGET_BUFFER_BYTES: u64 = 1 << 30;
+const GPU_DEFAULT_STAGING_BYTES: u64 = 3 << 30;
+const GPU_MAX_TILES_PER_CALL: u64 = 16384;
+
 /// A configuration that passed every rule, with what it implies.
 #[derive(Debug, Clone)]
 pub struct Validated {
@@ -67,7 +74,12 @@ impl Config {
                 return Err(ConfigError::new("store.path", "must not be empty"));
             }
         }
-        let (staging_buffers, epochs_per_buffer) = plan_staging(&layout, self.staging_bytes)?;
+        let (staging_buffers, epochs_per_buffer) = plan_staging(
+            &layout,
+            self.staging_bytes,
+            DEFAULT_STAGING_BYTES,
+            TARGET_BUFFER_BYTES,
+        )?;
         let names = self
             .dimensions
             .iter()
@@ -93,9 +105,14 @@ impl Config {
 /// buffers (one filling while the other is processed), each near
 /// [`TARGET_BUFFER_BYTES`] unless one epoch is larger, and no larger than a
 /// bounded array.
-fn plan_staging(layout: &Layout, staging_bytes: Option<u64>) -> Result<(usize, u64), ConfigError> {
+fn plan_staging(
+    layout: &Layout,
+    staging_bytes: Option<u64>,
+    default_budget: u64,
+    target_buffer: u64,
+) -> Result<(usize, u64), ConfigError> {
     let epoch = layout.epoch_bytes();
-    let budget = staging_bytes.unwrap_or(DEFAULT_STAGING_BYTES.max(2 * epoch));
+    let budget = staging_bytes.unwrap_or(default_budget.max(2 * epoch));
     if budget / epoch < 2 {
         return Err(ConfigError::new(
             "staging_bytes",
@@ -105,7 +122,7 @@ fn plan_staging(layout: &Layout, staging_bytes: Option<u64>) -> Result<(usize, u
             ),
         ));
     }
-    let mut per_buffer = (TARGET_BUFFER_BYTES / epoch).clamp(1, budget / epoch / 2);
+    let mut per_buffer = (target_buffer / epoch).clamp(1, budget / epoch / 2);
     let mut buffers = budget / (per_buffer * epoch);
     if let Some(epochs) = layout.epoch_count() {
         // A small bounded array needs no more than fits the whole of it.
@@ -117,6 +134,32 @@ fn plan_staging(layout: &Layout, staging_bytes: Option<u64>) -> Result<(usize, u
         .filter(|&n| (n as u128) * ((per_buffer * epoch) as u128) <= isize::MAX as u128)
         .ok_or_else(|| ConfigError::new("staging_bytes", "exceeds the address space"))?;
     Ok((buffers, per_buffer))
+}
+
+impl Validated {
+    /// The staging plan for the GPU backend: larger buffers, one compressor
+    /// call each (an explicit `staging_bytes` still bounds it).
+    pub fn with_gpu_staging(&self) -> Result<Validated, ConfigError> {
+        let (mut staging_buffers, mut epochs_per_buffer) = plan_staging(
+            &self.layout,
+            self.config.staging_bytes,
+            GPU_DEFAULT_STAGING_BYTES,
+            GPU_TARGET_BUFFER_BYTES,
+        )?;
+        // Small tiles: bound the tiles of one call (the compressor's tables
+        // and temp memory grow with them); past this, batches gain nothing.
+        let max_epochs = (GPU_MAX_TILES_PER_CALL / self.layout.tiles_per_epoch()).max(1);
+        if epochs_per_buffer > max_epochs {
+            let budget = staging_buffers as u64 * epochs_per_buffer;
+            epochs_per_buffer = max_epochs;
+            staging_buffers = (budget / max_epochs).clamp(2, 4) as usize;
+        }
+        Ok(Validated {
+            staging_buffers,
+            epochs_per_buffer,
+            ..self.clone()
+        })
+    }
 }
 
 /// Layout rules name a dimension; the message already starts with the field.

@@ -261,9 +261,11 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
             shards_emitted: m.shards,
             epochs_completed: m.epochs,
             seconds_copy: m.seconds(Stage::Copy),
+            seconds_h2d: m.seconds(Stage::H2d),
             seconds_scatter: m.seconds(Stage::Scatter),
             seconds_compress: m.seconds(Stage::Compress),
             seconds_aggregate: m.seconds(Stage::Aggregate),
+            seconds_d2h: m.seconds(Stage::D2h),
             seconds_sink: m.seconds(Stage::Sink),
             backend: match kind {
                 crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,

@@ -132,9 +132,13 @@ pub struct tz_metrics {
     pub epochs_completed: u64,
     /// Cumulative seconds per stage, summed over the threads that ran it.
     pub seconds_copy: f64,
+    /// Host-to-device copy (GPU backend; 0 on the CPU).
+    pub seconds_h2d: f64,
     pub seconds_scatter: f64,
     pub seconds_compress: f64,
     pub seconds_aggregate: f64,
+    /// Device-to-host copy (GPU backend; 0 on the CPU).
+    pub seconds_d2h: f64,
     pub seconds_sink: f64,
     /// The backend running the stream: a `tz_backend`, CPU or GPU.
     pub backend: u32,

@@ -9,30 +9,38 @@ use std::time::{Duration, Instant};
 pub enum Stage {
     /// The caller's copy into staging memory, inside `write`.
     Copy,
+    /// Host to device copy (GPU).
+    H2d,
     /// Row-major input into tiles.
     Scatter,
     /// Tile compression.
     Compress,
     /// Grouping compressed tiles by shard.
     Aggregate,
+    /// Device to host copy (GPU).
+    D2h,
     /// Shard assembly and the sink's calls.
     Sink,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 5] = [
+    pub const ALL: [Stage; 7] = [
         Stage::Copy,
+        Stage::H2d,
         Stage::Scatter,
         Stage::Compress,
         Stage::Aggregate,
+        Stage::D2h,
         Stage::Sink,
     ];
     pub fn name(self) -> &'static str {
         match self {
             Stage::Copy => "copy",
+            Stage::H2d => "h2d",
             Stage::Scatter => "scatter",
             Stage::Compress => "compress",
             Stage::Aggregate => "aggregate",
+            Stage::D2h => "d2h",
             Stage::Sink => "sink",
         }
     }
@@ -45,8 +53,9 @@ pub struct Metrics {
     bytes_out: AtomicU64,
     shards: AtomicU64,
     epochs: AtomicU64,
-    /// Nanoseconds per stage, summed over every thread that ran it.
-    stage_ns: [AtomicU64; 5],
+    /// Nanoseconds per stage, summed over every thread that ran it (GPU
+    /// stages: device time between CUDA events).
+    stage_ns: [AtomicU64; 7],
 }
 
 impl Metrics {
@@ -93,7 +102,7 @@ pub struct Snapshot {
     /// Epochs compressed.
     pub epochs: u64,
     /// Cumulative seconds per [`Stage`], indexed by `Stage as usize`.
-    pub stage_seconds: [f64; 5],
+    pub stage_seconds: [f64; 7],
 }
 
 impl Snapshot {

@@ -66,11 +66,29 @@ impl ComputeThread {
                     let _ = self.free_staging.send(buf);
                 }
                 Job::Finish { planes } => {
+                    self.drain();
                     let _ = self.deliveries.send(Delivery::Finish { planes });
                     return;
                 }
             }
         }
+    }
+
+    /// Collects what the backend still holds at the end of the stream.
+    fn drain(&mut self) {
+        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+            return;
+        }
+        let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
+        let shared = &self.shared;
+        let backend = &mut self.backend;
+        guarded(shared, "compute", || {
+            backend.drain(
+                &shared.metrics,
+                &mut || spares.try_recv().unwrap_or_default(),
+                &mut |out| deliveries.send(Delivery::Epoch(out)).is_ok(),
+            )
+        });
     }
 
     /// Compresses the epochs holding data and passes them on, unless the

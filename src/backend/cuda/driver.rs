@@ -90,6 +90,19 @@ impl Stream {
         // SAFETY: a live stream of the current context.
         unsafe { result::stream::synchronize(self.0) }.map_err(|e| gpu_err(stage, e))
     }
+
+    /// Makes later work on this stream wait for `event`'s captured work.
+    pub fn wait(&self, event: &Event, stage: &'static str) -> Result<(), Error> {
+        // SAFETY: a live stream and event of the current context.
+        unsafe {
+            result::stream::wait_event(
+                self.0,
+                event.0,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(|e| gpu_err(stage, e))
+    }
 }
 
 impl Drop for Stream {
@@ -169,22 +182,41 @@ impl Drop for DeviceBuffer {
 }
 
 /// Page-locked host memory (not write-combined: the host reads it back).
+/// It keeps its context alive: a staging buffer may outlive the backend
+/// that allocated it.
 pub struct PinnedBuffer {
     ptr: *mut u8,
     bytes: usize,
+    device: sys::CUdevice,
+    ctx: sys::CUcontext,
 }
 
 // SAFETY: plain host memory; the owner moves it between threads.
 unsafe impl Send for PinnedBuffer {}
 
 impl PinnedBuffer {
-    pub fn new(bytes: usize) -> Result<PinnedBuffer, Error> {
-        // SAFETY: a plain allocation (flags 0: portable neither, cached).
-        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }
-            .map_err(|e| Error::OutOfMemory(format!("{bytes} bytes of pinned host memory: {e}")))?;
+    pub fn new(context: &Context, bytes: usize) -> Result<PinnedBuffer, Error> {
+        context.bind()?;
+        // SAFETY: retains the primary context `context` already holds; the
+        // matching release is in Drop.
+        let ctx = unsafe { result::primary_ctx::retain(context.device) }
+            .map_err(|e| gpu_err("retaining the context", e))?;
+        // SAFETY: a plain allocation (flags 0: cached, not write-combined).
+        let ptr = match unsafe { result::malloc_host(bytes.max(1), 0) } {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: balances the retain above.
+                let _ = unsafe { result::primary_ctx::release(context.device) };
+                return Err(Error::OutOfMemory(format!(
+                    "{bytes} bytes of pinned host memory: {e}"
+                )));
+            }
+        };
         let mut b = PinnedBuffer {
             ptr: ptr as *mut u8,
             bytes,
+            device: context.device,
+            ctx,
         };
         // Fault every page in now, not during the acquisition.
         b.as_mut_slice().fill(0);
@@ -200,12 +232,41 @@ impl PinnedBuffer {
         // SAFETY: as above, and `&mut self` makes the borrow unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
     }
+
+    /// The buffer as `u64`s (offsets read back from the device).
+    pub fn as_u64s(&self) -> &[u64] {
+        // SAFETY: page-locked memory is page aligned, any bit pattern is a
+        // valid u64, and the length is rounded down to whole values.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u64, self.bytes / 8) }
+    }
+
+    pub fn as_u64s_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `as_u64s`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut u64, self.bytes / 8) }
+    }
+
+    /// The buffer as `i32`s (nvCOMP statuses read back from the device).
+    pub fn as_i32s(&self) -> &[i32] {
+        // SAFETY: as in `as_u64s`, for i32.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const i32, self.bytes / 4) }
+    }
+
+    pub fn as_i32s_mut(&mut self) -> &mut [i32] {
+        // SAFETY: as in `as_u64s_mut`, for i32.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut i32, self.bytes / 4) }
+    }
 }
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated by malloc_host in `new`, freed once.
-        let _ = unsafe { result::free_host(self.ptr as *mut c_void) };
+        // SAFETY: the context is alive (retained in `new`); the memory was
+        // allocated by malloc_host there and is freed once; then the retain
+        // is balanced.
+        unsafe {
+            let _ = result::ctx::set_current(self.ctx);
+            let _ = result::free_host(self.ptr as *mut c_void);
+            let _ = result::primary_ctx::release(self.device);
+        }
     }
 }
 
@@ -269,5 +330,47 @@ impl Kernel {
             result::launch_kernel(self.func, (grid, 1, 1), (block, 1, 1), 0, stream.0, params)
         }
         .map_err(|e| gpu_err(stage, e))
+    }
+}
+
+/// A CUDA event with timing enabled, for timing work on a stream.
+pub struct Event(sys::CUevent);
+
+// SAFETY: events are usable from any thread with the context current.
+unsafe impl Send for Event {}
+
+impl Event {
+    pub fn new() -> Result<Event, Error> {
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map(Event)
+            .map_err(|e| gpu_err("creating an event", e))
+    }
+
+    /// Captures the work enqueued on `stream` so far.
+    pub fn record(&self, stream: &Stream, stage: &'static str) -> Result<(), Error> {
+        // SAFETY: a live event and a live stream of the current context.
+        unsafe { result::event::record(self.0, stream.0) }.map_err(|e| gpu_err(stage, e))
+    }
+
+    /// Waits until the captured work has finished.
+    pub fn sync(&self, stage: &'static str) -> Result<(), Error> {
+        // SAFETY: a live event of the current context.
+        unsafe { result::event::synchronize(self.0) }.map_err(|e| gpu_err(stage, e))
+    }
+
+    /// Seconds from `self` to `end`, both recorded and complete.
+    pub fn seconds_until(&self, end: &Event, stage: &'static str) -> Result<f64, Error> {
+        // SAFETY: both events were created by `new`, are live, and the
+        // caller recorded them (the driver reports an error otherwise).
+        unsafe { result::event::elapsed(self.0, end.0) }
+            .map(|ms| f64::from(ms) / 1e3)
+            .map_err(|e| gpu_err(stage, e))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        let _ = unsafe { result::event::destroy(self.0) };
     }
 }

@@ -4,9 +4,13 @@
 //! (permute sizes, exclusive scan, gather), and D2H of the shard-major
 //! bytes and offsets into pinned host memory.
 //!
-//! This first version runs the stages of one batch in order on one stream;
-//! the next batch's H2D does not yet overlap this one's compression.
+//! Three streams overlap neighbouring batches: while the compressor works on
+//! batch n (compute stream), batch n+1 is copied in and scattered (input
+//! stream) and batch n-1's bytes are copied out (output stream). Events
+//! chain the stages; the tile pool and the aggregated output are double
+//! buffered so that no stage overwrites what another still reads.
 
+pub mod ceilings;
 mod driver;
 mod kernels;
 
@@ -18,9 +22,10 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::pipeline::Stage;
 use crate::shard::CompressedEpoch;
-use driver::{gpu_err, Context, DeviceBuffer, Stream};
+use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
 use nvcomp_sys::{Nvcomp, ZstdCompressBatch, ZstdCompressOpts};
+use rayon::prelude::*;
 use std::ffi::c_void;
 use std::time::Instant;
 
@@ -62,10 +67,39 @@ struct Compressor {
     /// (chunks, chunk bytes) of the last call on `temp`: nvCOMP faults when
     /// its temp buffer holds what a call of another shape left there.
     last_shape: Option<(usize, usize)>,
-    in_ptrs: DeviceBuffer,
+    /// Chunk pointer tables, one per tile-pool slot.
+    in_ptrs: [DeviceBuffer; 2],
     in_sizes: DeviceBuffer,
     out_ptrs: DeviceBuffer,
     statuses: DeviceBuffer,
+}
+
+/// What one of the two buffer slots holds: a tile pool, the aggregated
+/// output and its offsets, on the device and the host, and the events that
+/// mark its stages.
+struct Slot {
+    d_tiles: DeviceBuffer,
+    d_offsets: DeviceBuffer,
+    d_aggregated: DeviceBuffer,
+    /// Page-locked, so that copies into them do not block the host.
+    h_offsets: PinnedBuffer,
+    h_statuses: PinnedBuffer,
+    h_aggregated: PinnedBuffer,
+    /// Input stream: before the H2D copy, after it, after the scatter.
+    h2d_start: Event,
+    h2d_end: Event,
+    scattered: Event,
+    /// Compute stream: compression done, offsets and statuses copied back.
+    compressed: Event,
+    offsets_ready: Event,
+}
+
+/// A batch whose compression is under way; its results are collected on
+/// the next call (or by `drain`).
+struct Pending {
+    slot: usize,
+    first_epoch: u64,
+    epochs: usize,
 }
 
 pub struct CudaBackend {
@@ -79,17 +113,16 @@ pub struct CudaBackend {
     has_edges: bool,
     compressor: Option<Compressor>,
     d_input: DeviceBuffer,
-    d_tiles: DeviceBuffer,
     d_chunks: DeviceBuffer,
     d_sizes: DeviceBuffer,
     d_perm: DeviceBuffer,
-    d_offsets: DeviceBuffer,
-    d_aggregated: DeviceBuffer,
-    h_offsets: Vec<u64>,
-    h_aggregated: PinnedBuffer,
-    h_statuses: Vec<i32>,
+    slots: [Slot; 2],
+    next_slot: usize,
+    pending: Option<Pending>,
     kernels: Kernels,
-    stream: Stream,
+    input: Stream,
+    compute: Stream,
+    output: Stream,
     pub device_name: String,
     // Last: everything above is freed before the context goes.
     ctx: Context,
@@ -109,7 +142,6 @@ impl CudaBackend {
         let ctx = Context::new(v.config.device)?;
         let device_name = ctx.name.clone();
         let kernels = Kernels::load()?;
-        let stream = Stream::new()?;
         let epochs = v.epochs_per_buffer as usize;
         let m = layout.tiles_per_epoch() as usize;
         let chunks = epochs * m;
@@ -131,13 +163,15 @@ impl CudaBackend {
                 let temp_bytes = nvcomp
                     .zstd_compress_temp_bytes(chunks, tile_bytes, chunks * tile_bytes, &opts)
                     .map_err(|e| gpu_err("nvCOMP temp size", e))?;
-                let temp = DeviceBuffer::new(temp_bytes, "nvCOMP's temp buffer")?;
                 let c = Compressor {
                     nvcomp,
                     opts,
-                    temp,
+                    temp: DeviceBuffer::new(temp_bytes, "nvCOMP's temp buffer")?,
                     last_shape: None,
-                    in_ptrs: DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                    in_ptrs: [
+                        DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                        DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                    ],
                     in_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
                     out_ptrs: DeviceBuffer::new(chunks * 8, "chunk pointers")?,
                     statuses: DeviceBuffer::new(chunks * 4, "chunk statuses")?,
@@ -151,91 +185,110 @@ impl CudaBackend {
             .any(|d| layout.dims()[d].size % layout.dims()[d].tile != 0)
             || tile_stride != tile_bytes;
         let len = layout.shard_major_len() as usize;
-        let d_tiles = DeviceBuffer::new(chunks * tile_stride, "the tile pool")?;
+        // Without compression the "compressed" chunks are the tiles.
+        let out_stride = if compressor.is_some() {
+            chunk_stride
+        } else {
+            tile_stride
+        };
+        let slot = || -> Result<Slot> {
+            Ok(Slot {
+                d_tiles: DeviceBuffer::new(chunks * tile_stride, "the tile pool")?,
+                d_offsets: DeviceBuffer::new((epochs * len + 1) * 8, "shard offsets")?,
+                d_aggregated: DeviceBuffer::new(chunks * out_stride, "shard-major chunks")?,
+                h_offsets: PinnedBuffer::new(&ctx, (epochs * len + 1) * 8)?,
+                h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
+                h_aggregated: PinnedBuffer::new(&ctx, chunks * out_stride)?,
+                h2d_start: Event::new()?,
+                h2d_end: Event::new()?,
+                scattered: Event::new()?,
+                compressed: Event::new()?,
+                offsets_ready: Event::new()?,
+            })
+        };
+        let slots = [slot()?, slot()?];
         let d_chunks = match compressor {
             Some(_) => DeviceBuffer::new(chunks * chunk_stride, "compressed chunks")?,
             None => DeviceBuffer::new(0, "compressed chunks")?,
         };
         let perm: Vec<u64> = (0..m as u64).map(|i| layout.shard_position(i)).collect();
-        let d_perm = DeviceBuffer::new(m * 8, "the shard permutation")?;
-        let mut b = CudaBackend {
+        let b = CudaBackend {
             epochs_per_batch: epochs,
             tile_stride,
             chunk_stride,
             geometry,
             has_edges,
             d_input: DeviceBuffer::new(epochs * layout.epoch_bytes() as usize, "staged input")?,
-            d_tiles,
             d_chunks,
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
-            d_perm,
-            d_offsets: DeviceBuffer::new((epochs * len + 1) * 8, "shard offsets")?,
-            d_aggregated: DeviceBuffer::new(chunks * chunk_stride, "shard-major chunks")?,
-            h_offsets: vec![0; epochs * len + 1],
-            h_aggregated: PinnedBuffer::new(chunks * chunk_stride)?,
-            h_statuses: vec![0; chunks],
+            d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
+            slots,
+            next_slot: 0,
+            pending: None,
             compressor,
             kernels,
-            stream,
+            input: Stream::new()?,
+            compute: Stream::new()?,
+            output: Stream::new()?,
             device_name,
             layout,
             ctx,
         };
         b.d_perm
-            .upload_async(&perm, &b.stream, "uploading the permutation")?;
+            .upload_async(&perm, &b.compute, "uploading the permutation")?;
         b.upload_chunk_tables()?;
-        b.stream.sync("uploading tables")?;
+        b.compute.sync("uploading tables")?;
         Ok(b)
     }
 
     /// The per-chunk pointer and size arrays nvCOMP reads: fixed for the
     /// life of the stream, since the pools never move.
-    fn upload_chunk_tables(&mut self) -> Result<()> {
+    fn upload_chunk_tables(&self) -> Result<()> {
         let chunks = self.epochs_per_batch * self.layout.tiles_per_epoch() as usize;
         let tile_bytes = self.layout.tile_bytes() as u64;
-        let ins: Vec<u64> = (0..chunks as u64)
-            .map(|i| self.d_tiles.ptr + i * self.tile_stride as u64)
-            .collect();
-        let outs: Vec<u64> = (0..chunks as u64)
-            .map(|i| self.d_chunks.ptr + i * self.chunk_stride as u64)
-            .collect();
         let sizes = vec![tile_bytes; chunks];
-        match &self.compressor {
-            Some(c) => {
-                c.in_ptrs
-                    .upload_async(&ins, &self.stream, "uploading chunk tables")?;
-                c.in_sizes
-                    .upload_async(&sizes, &self.stream, "uploading chunk tables")?;
-                c.out_ptrs
-                    .upload_async(&outs, &self.stream, "uploading chunk tables")?;
-                self.stream.sync("uploading chunk tables")
-            }
+        let s = &self.compute;
+        let Some(c) = &self.compressor else {
             // Without compression every chunk is a whole tile.
-            None => {
-                self.d_sizes
-                    .upload_async(&sizes, &self.stream, "uploading chunk tables")?;
-                self.stream.sync("uploading chunk tables")
-            }
+            return self
+                .d_sizes
+                .upload_async(&sizes, s, "uploading chunk tables");
+        };
+        let table = |base: u64, stride: usize| -> Vec<u64> {
+            (0..chunks as u64)
+                .map(|i| base + i * stride as u64)
+                .collect()
+        };
+        for (k, slot) in self.slots.iter().enumerate() {
+            let ins = table(slot.d_tiles.ptr, self.tile_stride);
+            c.in_ptrs[k].upload_async(&ins, s, "uploading chunk tables")?;
+            // The host tables must outlive the copies: wait for them here.
+            s.sync("uploading chunk tables")?;
         }
+        c.in_sizes
+            .upload_async(&sizes, s, "uploading chunk tables")?;
+        let outs = table(self.d_chunks.ptr, self.chunk_stride);
+        c.out_ptrs
+            .upload_async(&outs, s, "uploading chunk tables")?;
+        s.sync("uploading chunk tables")
     }
 
-    /// Runs one batch of `epochs` epochs from `input` through every stage,
-    /// leaving shard-major bytes in `h_aggregated` and offsets in `h_offsets`.
-    fn run_batch(&mut self, input: &[u8], epochs: usize, job: &BatchJob<'_>) -> Result<()> {
-        let m = self.layout.tiles_per_epoch() as usize;
-        let chunks = epochs * m;
-        let len = self.layout.shard_major_len() as usize;
-        let s = &self.stream;
-        let t0 = Instant::now();
+    /// Input stream: H2D copy of `input` and the scatter into `slot`'s pool.
+    fn enqueue_scatter(&mut self, slot: usize, input: &[u8], epochs: usize) -> Result<()> {
+        let chunks = epochs * self.layout.tiles_per_epoch() as usize;
+        let s = &self.input;
+        let sl = &self.slots[slot];
+        sl.h2d_start.record(s, "H2D copy")?;
         self.d_input.upload_async(input, s, "H2D copy")?;
+        sl.h2d_end.record(s, "H2D copy")?;
         if self.has_edges {
-            self.d_tiles
+            sl.d_tiles
                 .zero_async(chunks * self.tile_stride, s, "clearing the tile pool")?;
         }
         let mut geometry = self.geometry;
         let mut epochs_arg = epochs as u64;
         let mut in_ptr = self.d_input.ptr;
-        let mut tiles_ptr = self.d_tiles.ptr;
+        let mut tiles_ptr = sl.d_tiles.ptr;
         let total = epochs as u64 * self.layout.epoch_elems();
         let grid = total.div_ceil(256).min(65535 * 16) as u32;
         // SAFETY: the parameters match tz_scatter(const void*, void*,
@@ -254,10 +307,18 @@ impl CudaBackend {
                 "scatter",
             )?;
         }
-        s.sync("scatter")?;
-        let t1 = Instant::now();
-        job.metrics.add_time(Stage::Scatter, t1 - t0);
+        sl.scattered.record(s, "scatter")
+    }
 
+    /// Compute stream: compress `slot`'s pool, aggregate by shard into the
+    /// slot, and copy its offsets and chunk statuses back.
+    fn enqueue_compress(&mut self, slot: usize, epochs: usize) -> Result<()> {
+        let m = self.layout.tiles_per_epoch() as usize;
+        let chunks = epochs * m;
+        let len = self.layout.shard_major_len() as usize;
+        let s = &self.compute;
+        let sl = &mut self.slots[slot];
+        s.wait(&sl.scattered, "compress")?;
         let (pool, pool_stride) = match &mut self.compressor {
             Some(c) => {
                 let shape = (chunks, self.layout.tile_bytes());
@@ -267,7 +328,7 @@ impl CudaBackend {
                     c.last_shape = Some(shape);
                 }
                 let batch = ZstdCompressBatch {
-                    uncompressed_ptrs: c.in_ptrs.ptr,
+                    uncompressed_ptrs: c.in_ptrs[slot].ptr,
                     uncompressed_bytes: c.in_sizes.ptr,
                     max_uncompressed_chunk_bytes: self.layout.tile_bytes(),
                     num_chunks: chunks,
@@ -283,30 +344,24 @@ impl CudaBackend {
                 // cleared when the shape changes), the context is current.
                 unsafe { c.nvcomp.zstd_compress_async(&batch, &c.opts, s.0 as _) }
                     .map_err(|e| gpu_err("compress", e))?;
-                c.statuses
-                    .download_async(&mut self.h_statuses[..chunks], s, "compress")?;
-                s.sync("compress")?;
-                if let Some(bad) = self.h_statuses[..chunks].iter().position(|&st| st != 0) {
-                    return Err(gpu_err(
-                        "compress",
-                        format!("nvCOMP status {} on tile {bad}", self.h_statuses[bad]),
-                    ));
-                }
+                c.statuses.download_async(
+                    &mut sl.h_statuses.as_i32s_mut()[..chunks],
+                    s,
+                    "compress",
+                )?;
                 (self.d_chunks.ptr, self.chunk_stride as u64)
             }
-            None => (self.d_tiles.ptr, self.tile_stride as u64),
+            None => (sl.d_tiles.ptr, self.tile_stride as u64),
         };
-        let t2 = Instant::now();
-        job.metrics.add_time(Stage::Compress, t2 - t1);
-
+        sl.compressed.record(s, "compress")?;
         let positions = epochs * len;
-        self.d_offsets
+        sl.d_offsets
             .zero_async((positions + 1) * 8, s, "aggregate")?;
         let (mut sizes, mut perm, mut offsets, mut out) = (
             self.d_sizes.ptr,
             self.d_perm.ptr,
-            self.d_offsets.ptr,
-            self.d_aggregated.ptr,
+            sl.d_offsets.ptr,
+            sl.d_aggregated.ptr,
         );
         let (mut m_arg, mut len_arg, mut count) = (m as u64, len as u64, chunks as u64);
         let (mut pool_ptr, mut stride) = (pool, pool_stride);
@@ -357,31 +412,121 @@ impl CudaBackend {
                 "aggregate (gather)",
             )?;
         }
-        self.d_offsets
-            .download_async(&mut self.h_offsets[..positions + 1], s, "D2H copy")?;
-        s.sync("aggregate")?;
-        let total = self.h_offsets[positions] as usize;
-        self.d_aggregated.download_async(
-            &mut self.h_aggregated.as_mut_slice()[..total],
+        sl.d_offsets.download_async(
+            &mut sl.h_offsets.as_u64s_mut()[..positions + 1],
             s,
             "D2H copy",
         )?;
-        s.sync("D2H copy")?;
-        job.metrics.add_time(Stage::Aggregate, t2.elapsed());
-        Ok(())
+        sl.offsets_ready.record(s, "aggregate")
     }
+
+    /// Waits for a pending batch, copies its bytes out (output stream) and
+    /// hands its epochs on.
+    fn collect(
+        &mut self,
+        p: Pending,
+        metrics: &crate::pipeline::Metrics,
+        spare: &mut dyn FnMut() -> CompressedEpoch,
+        done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<bool> {
+        let len = self.layout.shard_major_len() as usize;
+        let chunks = p.epochs * self.layout.tiles_per_epoch() as usize;
+        let sl = &mut self.slots[p.slot];
+        sl.offsets_ready.sync("aggregate")?;
+        if self.compressor.is_some() {
+            let statuses = &sl.h_statuses.as_i32s()[..chunks];
+            if let Some(bad) = statuses.iter().position(|&st| st != 0) {
+                return Err(gpu_err(
+                    "compress",
+                    format!("nvCOMP status {} on tile {bad}", statuses[bad]),
+                ));
+            }
+        }
+        let positions = p.epochs * len;
+        let total = sl.h_offsets.as_u64s()[positions] as usize;
+        let t = Instant::now();
+        sl.d_aggregated.download_async(
+            &mut sl.h_aggregated.as_mut_slice()[..total],
+            &self.output,
+            "D2H copy",
+        )?;
+        self.output.sync("D2H copy")?;
+        metrics.add_time(Stage::D2h, t.elapsed());
+        metrics.add_time(
+            Stage::H2d,
+            secs(sl.h2d_start.seconds_until(&sl.h2d_end, "H2D copy")?),
+        );
+        metrics.add_time(
+            Stage::Scatter,
+            secs(sl.h2d_end.seconds_until(&sl.scattered, "scatter")?),
+        );
+        metrics.add_time(
+            Stage::Compress,
+            secs(
+                sl.scattered
+                    .seconds_until(&sl.compressed, "compress")
+                    .unwrap_or(0.0),
+            ),
+        );
+        metrics.add_time(
+            Stage::Aggregate,
+            secs(
+                sl.compressed
+                    .seconds_until(&sl.offsets_ready, "aggregate")?,
+            ),
+        );
+
+        let data = sl.h_aggregated.as_slice();
+        let offsets_all = sl.h_offsets.as_u64s();
+        let mut outs: Vec<CompressedEpoch> = (0..p.epochs).map(|_| spare()).collect();
+        // Each epoch's bytes leave the pinned buffer in parallel: one thread
+        // copies far slower than the GPU produces them.
+        outs.par_iter_mut().enumerate().for_each(|(k, out)| {
+            let offsets = &offsets_all[k * len..=(k + 1) * len];
+            let base = offsets[0];
+            out.epoch = p.first_epoch + k as u64;
+            out.offsets.clear();
+            out.offsets.extend(offsets.iter().map(|o| o - base));
+            out.data.clear();
+            out.data
+                .extend_from_slice(&data[base as usize..offsets[len] as usize]);
+        });
+        for out in outs {
+            metrics.add_epoch();
+            if !done(out) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Drop for CudaBackend {
+    /// Work in flight finishes before any buffer it uses is freed.
+    fn drop(&mut self) {
+        let _ = self.ctx.bind();
+        let _ = self.input.sync("shutdown");
+        let _ = self.compute.sync("shutdown");
+        let _ = self.output.sync("shutdown");
+    }
+}
+
+fn secs(s: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(s.max(0.0))
 }
 
 impl Backend for CudaBackend {
     fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
-        self.ctx.bind()?;
-        Ok(StagingBuffer::Pinned(PinnedBuffer::new(bytes)?))
+        Ok(StagingBuffer::Pinned(PinnedBuffer::new(&self.ctx, bytes)?))
     }
 
     fn compress_epoch(&mut self, _job: EpochJob<'_>, _out: &mut CompressedEpoch) -> Result<()> {
         unreachable!("the GPU backend works on whole batches")
     }
 
+    /// Enqueues this batch, then collects the previous one while the GPU
+    /// compresses this one; returns once this batch's input has been copied
+    /// to the device, so that its staging buffer can be refilled.
     fn compress_batch(
         &mut self,
         job: BatchJob<'_>,
@@ -392,23 +537,30 @@ impl Backend for CudaBackend {
         let epoch_bytes = self.layout.epoch_bytes() as usize;
         let epochs = job.epochs;
         debug_assert!(epochs <= self.epochs_per_batch);
-        self.run_batch(&job.input[..epochs * epoch_bytes], epochs, &job)?;
-        let len = self.layout.shard_major_len() as usize;
-        let data = self.h_aggregated.as_slice();
-        for k in 0..epochs {
-            let offsets = &self.h_offsets[k * len..=(k + 1) * len];
-            let base = offsets[0];
-            let mut out = spare();
-            out.epoch = job.first_epoch + k as u64;
-            out.offsets.clear();
-            out.offsets.extend(offsets.iter().map(|o| o - base));
-            out.data.clear();
-            out.data
-                .extend_from_slice(&data[base as usize..offsets[len] as usize]);
-            job.metrics.add_epoch();
-            if !done(out) {
-                break;
-            }
+        let slot = self.next_slot;
+        self.next_slot ^= 1;
+        self.enqueue_scatter(slot, &job.input[..epochs * epoch_bytes], epochs)?;
+        self.enqueue_compress(slot, epochs)?;
+        let previous = self.pending.replace(Pending {
+            slot,
+            first_epoch: job.first_epoch,
+            epochs,
+        });
+        if let Some(p) = previous {
+            self.collect(p, job.metrics, spare, done)?;
+        }
+        self.slots[slot].h2d_end.sync("H2D copy")
+    }
+
+    fn drain(
+        &mut self,
+        metrics: &crate::pipeline::Metrics,
+        spare: &mut dyn FnMut() -> CompressedEpoch,
+        done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<()> {
+        self.ctx.bind()?;
+        if let Some(p) = self.pending.take() {
+            self.collect(p, metrics, spare, done)?;
         }
         Ok(())
     }

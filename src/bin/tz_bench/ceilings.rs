@@ -55,41 +55,57 @@ impl Ceiling {
 
 /// Every ceiling of the protocol, in the order of the table.
 pub fn measure(v: &Validated, frames: &Frames, threads: usize) -> Vec<Ceiling> {
-    let mut out = vec![cpu_zstd(v, frames, threads)];
-    out.extend(gpu::ceilings(v));
+    let layout = &v.layout;
+    let pool_epochs = (frames.pool_frames() / layout.epoch_planes()).max(1);
+    let cpu_epochs = (CEILING_BYTES / layout.epoch_bytes())
+        .max(1)
+        .min(pool_epochs);
+    let gpu = gpu::plan(v, pool_epochs);
+    // One gather serves both compressor ceilings: the first epochs of the
+    // stream, as many as the larger of the two asks for.
+    let zstd = matches!(v.config.codec, Codec::Zstd { .. });
+    let gpu_epochs = gpu.as_ref().map_or(0, |p| p.epochs);
+    let epochs = if zstd { cpu_epochs.max(gpu_epochs) } else { 0 };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+    let tiles = match &pool {
+        Ok(p) => p.install(|| gather_epochs(layout, frames, epochs)),
+        Err(_) => gather_epochs(layout, frames, epochs),
+    };
+    let mut out = vec![cpu_zstd(v, &tiles, cpu_epochs, &pool, threads)];
+    out.extend(gpu::measure(v, gpu, &tiles));
     out
 }
 
 /// Names of the ceilings `measure` would report, marked absent: what the
 /// record holds under `--no-ceilings`.
-pub fn skipped(v: &Validated) -> Vec<Ceiling> {
+pub fn skipped(_v: &Validated) -> Vec<Ceiling> {
     let mut out = vec![Ceiling::absent("cpu-zstd", "not measured (--no-ceilings)")];
-    out.extend(gpu::ceilings(v).into_iter().map(|c| Ceiling {
-        notes: format!("not measured (--no-ceilings); {}", c.notes),
-        ..c
-    }));
+    out.extend(gpu::skipped());
     out
 }
 
 /// libzstd at the pipeline's level on all its worker threads, over the tiles
-/// of the stream's first epochs, gathered exactly as the library tiles them.
-fn cpu_zstd(v: &Validated, frames: &Frames, threads: usize) -> Ceiling {
+/// of the stream's first `epochs` epochs (the start of `tiles`), gathered
+/// exactly as the library tiles them.
+fn cpu_zstd(
+    v: &Validated,
+    tiles: &[u8],
+    epochs: u64,
+    pool: &Result<rayon::ThreadPool, rayon::ThreadPoolBuildError>,
+    threads: usize,
+) -> Ceiling {
     let name = "cpu-zstd";
     let level = match v.config.codec {
         Codec::Zstd { level } => level,
         Codec::None => return Ceiling::absent(name, "codec none: no compressor to bound"),
     };
     let layout = &v.layout;
-    let epoch_frames = layout.epoch_planes();
-    let epochs = (CEILING_BYTES / layout.epoch_bytes())
-        .max(1)
-        .min(frames.pool_frames() / epoch_frames)
-        .max(1);
-    let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+    let pool = match pool {
         Ok(p) => p,
         Err(e) => return Ceiling::absent(name, &format!("no thread pool: {e}")),
     };
-    let tiles = pool.install(|| gather_epochs(layout, frames, epochs));
+    let tile_bytes = layout.tile_bytes();
+    let tiles = &tiles[..epoch_tile_bytes(layout) * epochs as usize];
     // Counted as the pipeline counts: input bytes, not tile bytes (edge
     // tiles' padding is compressed but was never written).
     let bytes = epochs * layout.epoch_bytes();
@@ -103,7 +119,7 @@ fn cpu_zstd(v: &Validated, frames: &Frames, threads: usize) -> Ceiling {
         let t = Instant::now();
         let r: std::io::Result<usize> = pool.install(|| {
             tiles
-                .par_iter()
+                .par_chunks(tile_bytes)
                 .map_init(
                     || (ChunkCompressor::new(codec), Vec::new()),
                     |(z, out), tile| {
@@ -139,39 +155,46 @@ fn cpu_zstd(v: &Validated, frames: &Frames, threads: usize) -> Ceiling {
         tiledzarr_over_ceiling: None,
         notes: format!(
             "libzstd level {level} via the library's ChunkCompressor on {threads} threads (rayon), \
-             {} tiles of {} bytes from the stream's first {epochs} epoch(s), best of the runs",
-            tiles.len(),
-            layout.tile_bytes()
+             {} tiles of {tile_bytes} bytes from the stream's first {epochs} epoch(s), best of the runs",
+            tiles.len() / tile_bytes,
         ),
     }
 }
 
-/// The tiles of the stream's first `epochs` epochs, one `Vec` per tile, in
-/// pool-slot order, parts outside the array left at the fill value (zero).
-fn gather_epochs(layout: &Layout, frames: &Frames, epochs: u64) -> Vec<Vec<u8>> {
+/// Bytes of one epoch's tiles, padding included.
+fn epoch_tile_bytes(layout: &Layout) -> usize {
+    layout.tiles_per_epoch() as usize * layout.tile_bytes()
+}
+
+/// The tiles of the stream's first `epochs` epochs, back to back in
+/// pool-slot order, `tile_bytes` each, parts outside the array left at the
+/// fill value (zero).
+fn gather_epochs(layout: &Layout, frames: &Frames, epochs: u64) -> Vec<u8> {
     let epoch_frames = layout.epoch_planes();
     let elem = layout.elem_size();
+    let tile_bytes = layout.tile_bytes();
+    let per_epoch = epoch_tile_bytes(layout);
+    let mut tiles = vec![0u8; per_epoch * epochs as usize];
+    if epochs == 0 {
+        return tiles;
+    }
     let mut input = vec![0u8; layout.epoch_bytes() as usize];
-    let mut tiles = Vec::new();
-    for e in 0..epochs {
+    for (e, epoch_tiles) in tiles.chunks_mut(per_epoch).enumerate() {
         for (k, chunk) in input.chunks_mut(frames.frame_bytes()).enumerate() {
-            chunk.copy_from_slice(frames.frame(e * epoch_frames + k as u64));
+            chunk.copy_from_slice(frames.frame(e as u64 * epoch_frames + k as u64));
         }
         let input = &input;
-        let epoch_tiles: Vec<Vec<u8>> = (0..layout.tiles_per_epoch())
-            .into_par_iter()
-            .map(|i| {
-                let plan = layout.tile_gather(i);
-                let mut tile = vec![0u8; layout.tile_bytes()];
+        epoch_tiles
+            .par_chunks_mut(tile_bytes)
+            .enumerate()
+            .for_each(|(i, tile)| {
+                let plan = layout.tile_gather(i as u64);
                 let run = plan.run_len() as usize * elem;
                 plan.for_each_run(|src, dst| {
                     let (s, d) = (src as usize * elem, dst as usize * elem);
                     tile[d..d + run].copy_from_slice(&input[s..s + run]);
                 });
-                tile
-            })
-            .collect();
-        tiles.extend(epoch_tiles);
+            });
     }
     tiles
 }
@@ -190,26 +213,147 @@ pub fn best_and_median(seconds: &[f64]) -> (f64, f64) {
 }
 
 /// GPU ceilings: the pinned host-to-device copy of 1 GiB and nvCOMP batched
-/// zstd alone on the same tiles, already on the device.
-///
-/// PLUG-IN POINT: not measured yet, so both are recorded as absent. To add
-/// one, measure it here (the tiles of `gather_epochs`, the pipeline's level,
-/// `v.config.device`) and fill `gbps`, `median_gbps`, `seconds`; the record
-/// and the table pick it up unchanged.
+/// zstd alone on the same tiles, already on the device, measured when the
+/// stream runs on a GPU (backend "gpu", or "auto" with a usable GPU) and
+/// recorded as absent, with the reason, otherwise.
 mod gpu {
-    use super::Ceiling;
-    use tiledzarr::config::Validated;
+    use super::{epoch_tile_bytes, Ceiling};
+    use tiledzarr::backend::cuda::{self, ceilings as cc};
+    use tiledzarr::config::{BackendChoice, Codec, Validated};
 
-    const WHY: &str = "not measured: tz-bench has no GPU ceiling code yet";
+    const H2D: &str = "h2d-pinned";
+    const NVCOMP: &str = "nvcomp-zstd";
+    const H2D_BYTES: usize = 1 << 30;
+    /// Timed runs of each GPU ceiling, after one untimed run.
+    const RUNS: usize = 10;
 
-    pub fn ceilings(_v: &Validated) -> Vec<Ceiling> {
+    /// What the GPU ceilings measure: the device, and how many epochs of
+    /// tiles one compress call of the stream's GPU batch takes.
+    pub struct Plan {
+        device: u32,
+        pub epochs: u64,
+        /// The stream's batch, when the frame pool holds fewer epochs.
+        batch_epochs: u64,
+    }
+
+    /// Whether the stream runs on a GPU here, and the GPU batch it compresses.
+    pub fn plan(v: &Validated, pool_epochs: u64) -> Result<Plan, String> {
+        if v.config.backend == BackendChoice::Cpu {
+            return Err("the stream ran on the CPU (backend \"cpu\")".into());
+        }
+        cuda::probe(v).map_err(|why| format!("no usable GPU: {why}"))?;
+        let gpu = v
+            .with_gpu_staging()
+            .map_err(|e| format!("no GPU staging plan: {e}"))?;
+        Ok(Plan {
+            device: v.config.device,
+            epochs: gpu.epochs_per_buffer.min(pool_epochs),
+            batch_epochs: gpu.epochs_per_buffer,
+        })
+    }
+
+    pub fn measure(v: &Validated, plan: Result<Plan, String>, tiles: &[u8]) -> Vec<Ceiling> {
+        let plan = match plan {
+            Ok(p) => p,
+            Err(why) => {
+                return vec![
+                    Ceiling::absent(H2D, &format!("pinned H2D copy of 1 GiB; {why}")),
+                    Ceiling::absent(
+                        NVCOMP,
+                        &format!("nvCOMP batched zstd alone on the same tiles; {why}"),
+                    ),
+                ]
+            }
+        };
+        vec![h2d(&plan), nvcomp(v, &plan, tiles)]
+    }
+
+    pub fn skipped() -> Vec<Ceiling> {
         vec![
-            Ceiling::absent("h2d-pinned", &format!("pinned H2D copy of 1 GiB; {WHY}")),
             Ceiling::absent(
-                "nvcomp-zstd",
-                &format!("nvCOMP batched zstd alone on the same tiles; {WHY}"),
+                H2D,
+                "not measured (--no-ceilings); pinned H2D copy of 1 GiB",
+            ),
+            Ceiling::absent(
+                NVCOMP,
+                "not measured (--no-ceilings); nvCOMP batched zstd alone on the same tiles",
             ),
         ]
+    }
+
+    fn from_timings(name: &str, t: &cc::Timings, bytes: u64, notes: String) -> Ceiling {
+        let (best, median) = super::best_and_median(&t.seconds);
+        Ceiling {
+            name: name.into(),
+            gbps: Some(bytes as f64 / best / 1e9),
+            median_gbps: Some(bytes as f64 / median / 1e9),
+            compression_ratio: None,
+            bytes: Some(bytes),
+            seconds: t.seconds.clone(),
+            tiledzarr_over_ceiling: None,
+            notes,
+        }
+    }
+
+    fn h2d(plan: &Plan) -> Ceiling {
+        match cc::h2d_pinned(plan.device, H2D_BYTES, RUNS) {
+            Ok(c) => from_timings(
+                H2D,
+                &c.timings,
+                c.timings.bytes,
+                format!(
+                    "cuMemcpyHtoDAsync of {H2D_BYTES} bytes from page-locked host memory on {}, \
+                     timed with CUDA events, best of {RUNS} after one warm-up copy",
+                    c.device_name
+                ),
+            ),
+            Err(e) => Ceiling::absent(H2D, &format!("pinned H2D copy of 1 GiB failed: {e}")),
+        }
+    }
+
+    fn nvcomp(v: &Validated, plan: &Plan, tiles: &[u8]) -> Ceiling {
+        if let Codec::None = v.config.codec {
+            return Ceiling::absent(NVCOMP, "codec none: no compressor to bound");
+        }
+        let layout = &v.layout;
+        let tile_bytes = layout.tile_bytes();
+        let tiles = &tiles[..epoch_tile_bytes(layout) * plan.epochs as usize];
+        let c = match cc::nvcomp_zstd(plan.device, tiles, tile_bytes, RUNS) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ceiling::absent(
+                    NVCOMP,
+                    &format!("nvCOMP batched zstd alone on the same tiles failed: {e}"),
+                )
+            }
+        };
+        // Counted as the pipeline and the CPU ceiling count: input bytes of
+        // the epochs (edge tiles' padding is compressed but never written).
+        let bytes = plan.epochs * layout.epoch_bytes();
+        let (major, minor, patch) = c.nvcomp_version;
+        let short = if plan.epochs < plan.batch_epochs {
+            format!(
+                " (the stream's batch is {} epochs; the frame pool holds {})",
+                plan.batch_epochs, plan.epochs
+            )
+        } else {
+            String::new()
+        };
+        let mut ceiling = from_timings(
+            NVCOMP,
+            &c.timings,
+            bytes,
+            format!(
+                "nvCOMP {major}.{minor}.{patch} batched zstd (default options) on {}: \
+                 {} tiles of {tile_bytes} bytes from the stream's first {} epoch(s), one \
+                 compress call as the GPU backend makes per batch{short}, tiles already on the \
+                 device, temp buffer ({} bytes) zeroed once; each call timed with CUDA events, \
+                 best of {RUNS} after one warm-up call; ratio from the compressed sizes read back",
+                c.device_name, c.tiles, plan.epochs, c.temp_bytes
+            ),
+        );
+        ceiling.compression_ratio = Some(bytes as f64 / c.compressed_bytes.max(1) as f64);
+        ceiling
     }
 }
 

@@ -1,0 +1,295 @@
+//! The GPU ceilings of the benchmark protocol, measured apart from the
+//! pipeline on the same device: the pinned host-to-device copy and nvCOMP
+//! batched zstd alone on tiles already on the device. Each run is timed
+//! with CUDA events around the work on one stream, after an untimed
+//! warm-up run; the caller picks the best (and the median) of the runs.
+
+use super::driver::{self, gpu_err, Context, DeviceBuffer, Event, PinnedBuffer, Stream};
+use crate::error::{Error, Result};
+use nvcomp_sys::{Nvcomp, ZstdCompressBatch, ZstdCompressOpts};
+
+/// nvCOMP's zstd takes chunks of at most 16 MiB.
+const MAX_CHUNK_BYTES: usize = 16 << 20;
+
+/// Seconds of each timed run (warm-up excluded) and the bytes of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timings {
+    pub seconds: Vec<f64>,
+    pub bytes: u64,
+}
+
+impl Timings {
+    /// GB/s (1e9 bytes) of the fastest run.
+    pub fn best_gbps(&self) -> f64 {
+        let best = self.seconds.iter().copied().fold(f64::INFINITY, f64::min);
+        self.bytes as f64 / best / 1e9
+    }
+
+    /// GB/s of the median run (the mean of the middle two for an even count).
+    pub fn median_gbps(&self) -> f64 {
+        let mut s = self.seconds.clone();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => s[n / 2],
+            _ => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+        };
+        self.bytes as f64 / median / 1e9
+    }
+}
+
+/// The pinned host-to-device copy.
+#[derive(Debug, Clone)]
+pub struct H2dCeiling {
+    pub device_name: String,
+    pub timings: Timings,
+}
+
+/// nvCOMP batched zstd on tiles already on the device.
+#[derive(Debug, Clone)]
+pub struct ZstdCeiling {
+    pub device_name: String,
+    /// nvCOMP's (major, minor, patch).
+    pub nvcomp_version: (u32, u32, u32),
+    /// Chunks per compress call (every tile given, one call).
+    pub tiles: usize,
+    pub tile_bytes: usize,
+    /// nvCOMP's temp buffer for this batch shape.
+    pub temp_bytes: usize,
+    /// Sum of the compressed chunk sizes of the last run, read back.
+    pub compressed_bytes: u64,
+    /// `bytes` is `tiles * tile_bytes`, the uncompressed input of one call.
+    pub timings: Timings,
+}
+
+impl ZstdCeiling {
+    /// Uncompressed bytes per compressed byte (chunks only, no index).
+    pub fn ratio(&self) -> f64 {
+        self.timings.bytes as f64 / self.compressed_bytes.max(1) as f64
+    }
+}
+
+/// Times `reps` copies of `bytes` from page-locked host memory to device
+/// memory (one `cuMemcpyHtoDAsync` each, on one stream, between two CUDA
+/// events), after one untimed copy.
+pub fn h2d_pinned(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling> {
+    if bytes == 0 || reps == 0 {
+        return Err(Error::InvalidArgument(
+            "the H2D ceiling needs a non-empty copy and at least one run".into(),
+        ));
+    }
+    guarded("the H2D ceiling", || {
+        driver::driver_present().map_err(Error::BackendUnavailable)?;
+        // Declared first so that it is dropped last, after every buffer.
+        let ctx = Context::new(device)?;
+        let stream = Stream::new()?;
+        let mut host = PinnedBuffer::new(&ctx, bytes)?;
+        // The copy does not look at the bytes; they are not left constant
+        // all the same.
+        for (i, w) in host.as_mut_slice().chunks_mut(8).enumerate() {
+            let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+            w.copy_from_slice(&v[..w.len()]);
+        }
+        let dev = DeviceBuffer::new(bytes, "the H2D ceiling")?;
+        let (start, stop) = (Event::new()?, Event::new()?);
+        dev.upload_async(host.as_slice(), &stream, "H2D ceiling (warm-up)")?;
+        stream.sync("H2D ceiling (warm-up)")?;
+        let mut seconds = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            start.record(&stream, "H2D ceiling")?;
+            dev.upload_async(host.as_slice(), &stream, "H2D ceiling")?;
+            stop.record(&stream, "H2D ceiling")?;
+            stop.sync("H2D ceiling")?;
+            seconds.push(start.seconds_until(&stop, "H2D ceiling")?);
+        }
+        Ok(H2dCeiling {
+            device_name: ctx.name.clone(),
+            timings: Timings {
+                seconds,
+                bytes: bytes as u64,
+            },
+        })
+    })
+}
+
+/// Times nvCOMP batched zstd over `tiles` (back to back, `tile_bytes`
+/// each), all compressed in one `nvcompBatchedZstdCompressAsync` call as
+/// the GPU backend compresses a batch: the tiles are uploaded once (each at
+/// nvCOMP's input alignment), the temp buffer is zeroed once, one call runs
+/// untimed, then `reps` calls are timed each between two CUDA events on the
+/// stream. Every chunk's status is checked after the warm-up and after the
+/// last run, whose compressed sizes are read back.
+pub fn nvcomp_zstd(
+    device: u32,
+    tiles: &[u8],
+    tile_bytes: usize,
+    reps: usize,
+) -> Result<ZstdCeiling> {
+    if tile_bytes == 0 || tiles.is_empty() || tiles.len() % tile_bytes != 0 || reps == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "the nvCOMP ceiling needs whole tiles and at least one run: {} bytes in tiles of {tile_bytes}, {reps} runs",
+            tiles.len()
+        )));
+    }
+    if tile_bytes > MAX_CHUNK_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "a tile of {tile_bytes} bytes exceeds nvCOMP's zstd chunk limit of {MAX_CHUNK_BYTES} bytes"
+        )));
+    }
+    guarded("the nvCOMP ceiling", || {
+        driver::driver_present().map_err(Error::BackendUnavailable)?;
+        let n = tiles.len() / tile_bytes;
+        // Declared first so that it is dropped last, after every buffer.
+        let ctx = Context::new(device)?;
+        let stream = Stream::new()?;
+        let nvcomp = Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?;
+        let opts = ZstdCompressOpts::default();
+        let align = nvcomp
+            .zstd_compress_alignments(&opts)
+            .map_err(|e| gpu_err("nvCOMP alignments", e))?;
+        let tile_stride = tile_bytes.next_multiple_of(align.input.max(8));
+        let max_out = nvcomp
+            .zstd_compress_max_output_chunk_bytes(tile_bytes, &opts)
+            .map_err(|e| gpu_err("nvCOMP output size", e))?;
+        let chunk_stride = max_out.next_multiple_of(align.output.max(8));
+        let temp_bytes = nvcomp
+            .zstd_compress_temp_bytes(n, tile_bytes, tiles.len(), &opts)
+            .map_err(|e| gpu_err("nvCOMP temp size", e))?;
+
+        let d_tiles = DeviceBuffer::new(n * tile_stride, "the nvCOMP ceiling's tiles")?;
+        let d_chunks = DeviceBuffer::new(n * chunk_stride, "the nvCOMP ceiling's chunks")?;
+        let temp = DeviceBuffer::new(temp_bytes, "nvCOMP's temp buffer")?;
+        let in_ptrs = DeviceBuffer::new(n * 8, "chunk pointers")?;
+        let in_sizes = DeviceBuffer::new(n * 8, "chunk sizes")?;
+        let out_ptrs = DeviceBuffer::new(n * 8, "chunk pointers")?;
+        let out_sizes = DeviceBuffer::new(n * 8, "compressed sizes")?;
+        let statuses = DeviceBuffer::new(n * 4, "chunk statuses")?;
+
+        let stage = "nvCOMP ceiling (upload)";
+        if tile_stride == tile_bytes {
+            d_tiles.upload_async(tiles, &stream, stage)?;
+            stream.sync(stage)?;
+        } else {
+            let mut padded = vec![0u8; n * tile_stride];
+            for (dst, src) in padded.chunks_mut(tile_stride).zip(tiles.chunks(tile_bytes)) {
+                dst[..tile_bytes].copy_from_slice(src);
+            }
+            d_tiles.upload_async(&padded, &stream, stage)?;
+            stream.sync(stage)?;
+        }
+        let ins: Vec<u64> = (0..n as u64)
+            .map(|i| d_tiles.ptr + i * tile_stride as u64)
+            .collect();
+        let outs: Vec<u64> = (0..n as u64)
+            .map(|i| d_chunks.ptr + i * chunk_stride as u64)
+            .collect();
+        let sizes = vec![tile_bytes as u64; n];
+        in_ptrs.upload_async(&ins, &stream, stage)?;
+        in_sizes.upload_async(&sizes, &stream, stage)?;
+        out_ptrs.upload_async(&outs, &stream, stage)?;
+        temp.zero_async(temp.bytes, &stream, "clearing nvCOMP's temp buffer")?;
+        stream.sync(stage)?;
+
+        let batch = ZstdCompressBatch {
+            uncompressed_ptrs: in_ptrs.ptr,
+            uncompressed_bytes: in_sizes.ptr,
+            max_uncompressed_chunk_bytes: tile_bytes,
+            num_chunks: n,
+            temp: temp.ptr,
+            temp_bytes: temp.bytes,
+            compressed_ptrs: out_ptrs.ptr,
+            compressed_bytes: out_sizes.ptr,
+            statuses: statuses.ptr,
+        };
+        let compress = |stage: &'static str| -> Result<()> {
+            // SAFETY: the context is current on this thread and owns every
+            // buffer; the pointer and size tables hold `n` entries naming
+            // `n` aligned tiles of `tile_bytes` and `n` aligned outputs of
+            // nvCOMP's maximum chunk size; the temp buffer was sized by
+            // nvCOMP for exactly this shape and zeroed before the first
+            // call; all of them outlive the stream's work (synchronised
+            // below before anything is dropped).
+            unsafe { nvcomp.zstd_compress_async(&batch, &opts, stream.0 as _) }
+                .map_err(|e| gpu_err(stage, e))
+        };
+        let mut h_statuses = vec![0i32; n];
+        let check = |h_statuses: &mut [i32], stage: &'static str| -> Result<()> {
+            statuses.download_async(h_statuses, &stream, stage)?;
+            stream.sync(stage)?;
+            match h_statuses.iter().position(|&s| s != 0) {
+                Some(bad) => Err(gpu_err(
+                    stage,
+                    format!("nvCOMP status {} on tile {bad}", h_statuses[bad]),
+                )),
+                None => Ok(()),
+            }
+        };
+
+        compress("nvCOMP ceiling (warm-up)")?;
+        check(&mut h_statuses, "nvCOMP ceiling (warm-up)")?;
+        let (start, stop) = (Event::new()?, Event::new()?);
+        let mut seconds = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            start.record(&stream, "nvCOMP ceiling")?;
+            compress("nvCOMP ceiling")?;
+            stop.record(&stream, "nvCOMP ceiling")?;
+            stop.sync("nvCOMP ceiling")?;
+            seconds.push(start.seconds_until(&stop, "nvCOMP ceiling")?);
+        }
+        check(&mut h_statuses, "nvCOMP ceiling")?;
+        let mut h_sizes = vec![0u64; n];
+        out_sizes.download_async(&mut h_sizes, &stream, "nvCOMP ceiling (sizes)")?;
+        stream.sync("nvCOMP ceiling (sizes)")?;
+        Ok(ZstdCeiling {
+            device_name: ctx.name.clone(),
+            nvcomp_version: nvcomp.version(),
+            tiles: n,
+            tile_bytes,
+            temp_bytes,
+            compressed_bytes: h_sizes.iter().sum(),
+            timings: Timings {
+                seconds,
+                bytes: tiles.len() as u64,
+            },
+        })
+    })
+}
+
+/// Runs `f`, turning a panic (cudarc panics where a driver entry point is
+/// missing) into an error.
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(Error::from_panic(what, &*p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_and_median_rates() {
+        let t = Timings {
+            seconds: vec![0.5, 0.25, 1.0, 2.0],
+            bytes: 1_000_000_000,
+        };
+        assert_eq!(t.best_gbps(), 4.0);
+        assert!((t.median_gbps() - 4.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_arguments_fail_before_touching_a_gpu() {
+        assert!(matches!(
+            nvcomp_zstd(0, &[0; 10], 4, 1),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            nvcomp_zstd(0, &[], 4, 1),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            h2d_pinned(0, 1 << 20, 0),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}
