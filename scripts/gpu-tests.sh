@@ -19,6 +19,8 @@ wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 export TZ_NVCOMP_LIBRARY="$here/lib/libnvcomp.so.6"
 export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+TZ_COMMIT=$(cat "$here/COMMIT")
+export TZ_COMMIT
 failed=()
 step() { printf '\n=== %s\n' "$*"; }
 check() { local name=$1; shift; if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failed+=("$name"); fi; }

@@ -31,7 +31,7 @@ pub struct Record {
 
 #[derive(Debug, Serialize)]
 pub struct Commit {
-    /// `git rev-parse HEAD`, or "unknown".
+    /// `git rev-parse HEAD`, else `TZ_COMMIT`, else "unknown".
     pub hash: String,
     /// Tracked files differ from the commit (untracked ones are not counted).
     pub dirty: Option<bool>,
@@ -141,8 +141,10 @@ pub fn commit(root: &Path) -> Commit {
             hash,
             dirty: git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
         },
+        // A machine without git (a GPU machine running a bundle) gets the
+        // commit from TZ_COMMIT, which the bundle's run script sets.
         None => Commit {
-            hash: "unknown".into(),
+            hash: std::env::var("TZ_COMMIT").unwrap_or_else(|_| "unknown".into()),
             dirty: None,
         },
     }
