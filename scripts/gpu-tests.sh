@@ -53,6 +53,8 @@ for config in cam-32 cam-128; do
     check "bench-$config" "$here/bin/tz-bench" --config "$config" --backend gpu --sink discard \
         --bytes 8GiB --reps 3 --out "$results/bench-$config-gpu-discard.json"
 done
+check "bench-cam-32-none" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --codec none --bytes 8GiB --reps 3 --out "$results/bench-cam-32-gpu-discard-none.json"
 fi
 
 step "summary"

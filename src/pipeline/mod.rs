@@ -54,7 +54,9 @@ pub struct Stream {
 /// Copies at least this large are split over the copy threads: one thread
 /// moves about 9 GB/s, short of what a camera link and the GPU can take.
 const PARALLEL_COPY_BYTES: usize = 8 << 20;
-const COPY_THREADS: usize = 4;
+/// At most this many copy threads, and no more than half the cores: the
+/// rest belong to the pipeline.
+const COPY_THREADS: usize = 8;
 
 /// What a finished stream did.
 #[derive(Debug, Clone)]
@@ -136,7 +138,8 @@ impl Stream {
         ];
         let copy_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(
-                COPY_THREADS.min(std::thread::available_parallelism().map_or(1, |n| n.get())),
+                COPY_THREADS
+                    .min((std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1)),
             )
             .thread_name(|i| format!("tz-copy-{i}"))
             .build()

@@ -60,7 +60,8 @@ pub fn measure(v: &Validated, frames: &Frames, threads: usize) -> Vec<Ceiling> {
     let cpu_epochs = (CEILING_BYTES / layout.epoch_bytes())
         .max(1)
         .min(pool_epochs);
-    let gpu = gpu::plan(v, pool_epochs);
+    let stream_epochs = (frames.frames() / layout.epoch_planes()).max(1);
+    let gpu = gpu::plan(v, stream_epochs, frames.pool_frames());
     // One gather serves both compressor ceilings: the first epochs of the
     // stream, as many as the larger of the two asks for.
     let zstd = matches!(v.config.codec, Codec::Zstd { .. });
@@ -231,13 +232,17 @@ mod gpu {
     /// tiles one compress call of the stream's GPU batch takes.
     pub struct Plan {
         device: u32,
+        /// The stream's first batch: its GPU batch, or the whole stream
+        /// when that is shorter.
         pub epochs: u64,
-        /// The stream's batch, when the frame pool holds fewer epochs.
         batch_epochs: u64,
+        /// Distinct frames: the stream cycles through them.
+        pool_frames: u64,
     }
 
-    /// Whether the stream runs on a GPU here, and the GPU batch it compresses.
-    pub fn plan(v: &Validated, pool_epochs: u64) -> Result<Plan, String> {
+    /// Whether the stream runs on a GPU here, and the first batch it
+    /// compresses (of `stream_epochs` epochs streamed per run).
+    pub fn plan(v: &Validated, stream_epochs: u64, pool_frames: u64) -> Result<Plan, String> {
         if v.config.backend == BackendChoice::Cpu {
             return Err("the stream ran on the CPU (backend \"cpu\")".into());
         }
@@ -247,8 +252,9 @@ mod gpu {
             .map_err(|e| format!("no GPU staging plan: {e}"))?;
         Ok(Plan {
             device: v.config.device,
-            epochs: gpu.epochs_per_buffer.min(pool_epochs),
+            epochs: gpu.epochs_per_buffer.min(stream_epochs),
             batch_epochs: gpu.epochs_per_buffer,
+            pool_frames,
         })
     }
 
@@ -333,8 +339,16 @@ mod gpu {
         let (major, minor, patch) = c.nvcomp_version;
         let short = if plan.epochs < plan.batch_epochs {
             format!(
-                " (the stream's batch is {} epochs; the frame pool holds {})",
+                " (a batch holds {} epochs; the stream has {})",
                 plan.batch_epochs, plan.epochs
+            )
+        } else {
+            String::new()
+        };
+        let repeats = if plan.epochs * layout.epoch_planes() > plan.pool_frames {
+            format!(
+                " (the stream's frames repeat every {} frames)",
+                plan.pool_frames
             )
         } else {
             String::new()
@@ -345,7 +359,7 @@ mod gpu {
             bytes,
             format!(
                 "nvCOMP {major}.{minor}.{patch} batched zstd (default options) on {}: \
-                 {} tiles of {tile_bytes} bytes from the stream's first {} epoch(s), one \
+                 {} tiles of {tile_bytes} bytes of the stream's first {} epoch(s){repeats}, one \
                  compress call as the GPU backend makes per batch{short}, tiles already on the \
                  device, temp buffer ({} bytes) zeroed once; each call timed with CUDA events, \
                  best of {RUNS} after one warm-up call; ratio from the compressed sizes read back",
