@@ -288,6 +288,28 @@ typedef struct tz_config {
 } tz_config;
 
 /**
+ * The memory a configuration needs (tz_estimate_memory).
+ */
+typedef struct tz_memory_plan {
+  /**
+   * GPU memory (0 on the CPU backend).
+   */
+  uint64_t device_bytes;
+  /**
+   * Page-locked host memory, staging included (GPU backend).
+   */
+  uint64_t pinned_bytes;
+  /**
+   * Ordinary host memory, staging included (CPU backend).
+   */
+  uint64_t host_bytes;
+  /**
+   * The backend the configuration would run on: a `tz_backend`, CPU or GPU.
+   */
+  uint32_t backend;
+} tz_memory_plan;
+
+/**
  * Counters of a stream, at the moment of the call.
  */
 typedef struct tz_metrics {
@@ -352,6 +374,19 @@ int32_t tz_create_json(const char *config_json,
                        tz_shard_sink_fn sink,
                        void *sink_user_data,
                        struct tz_stream **out);
+
+/**
+ * The memory a stream of this configuration would take and the backend it
+ * would run on, computed without creating it (nothing is allocated; the
+ * GPU is asked for nothing but nvCOMP's sizes). A stream created from the
+ * same configuration allocates this within 10%.
+ */
+int32_t tz_estimate_memory(const struct tz_config *config, struct tz_memory_plan *out);
+
+/**
+ * tz_estimate_memory for the JSON form of the configuration.
+ */
+int32_t tz_estimate_memory_json(const char *config_json, struct tz_memory_plan *out);
 
 /**
  * Copies what fits of `data` into free staging memory, never waiting.

@@ -478,3 +478,37 @@ fn status_strings_and_version() {
     assert_eq!(v, env!("CARGO_PKG_VERSION"));
     let _ = std::ptr::null::<c_void>();
 }
+
+#[test]
+fn memory_estimates_without_creating_a_stream() {
+    let json = cstring(&json_with(r#", "backend": "cpu", "staging_bytes": 1024"#));
+    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+    assert_eq!(
+        tz_estimate_memory_json(json.as_ptr(), plan.as_mut_ptr()),
+        OK
+    );
+    let plan = unsafe { plan.assume_init() };
+    assert_eq!(plan.backend, tz_backend::TZ_BACKEND_CPU as u32);
+    assert_eq!(plan.device_bytes, 0);
+    assert!(
+        plan.host_bytes >= 1024,
+        "staging alone is 1024 bytes: {}",
+        plan.host_bytes
+    );
+    let nul = code(tz_status::TZ_ERR_NULL_ARGUMENT);
+    assert_eq!(
+        tz_estimate_memory_json(json.as_ptr(), std::ptr::null_mut()),
+        nul
+    );
+    assert_eq!(
+        tz_estimate_memory(std::ptr::null(), std::ptr::null_mut()),
+        nul
+    );
+    let bad = cstring(r#"{"dtype": "uint16", "dimensions": [{"size": 4, "tile": 0}]}"#);
+    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+    assert_eq!(
+        tz_estimate_memory_json(bad.as_ptr(), plan.as_mut_ptr()),
+        code(tz_status::TZ_ERR_CONFIG)
+    );
+    assert!(last_error().contains("dimensions[0].tile"));
+}

@@ -189,6 +189,19 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
     ))
 }
 
+/// The memory a stream of this configuration would take, and the backend
+/// it would run on, without creating it: the same choice as [`select`].
+pub fn estimate(v: &Validated) -> Result<(BackendKind, cuda::MemoryPlan)> {
+    match v.config.backend {
+        BackendChoice::Cpu => Ok((BackendKind::Cpu, cpu::plan(v))),
+        BackendChoice::Gpu => cuda::plan(v).map(|p| (BackendKind::Gpu, p)),
+        BackendChoice::Auto => Ok(match cuda::plan(v) {
+            Ok(p) => (BackendKind::Gpu, p),
+            Err(_) => (BackendKind::Cpu, cpu::plan(v)),
+        }),
+    }
+}
+
 fn describe(e: &Error) -> String {
     match e {
         Error::BackendUnavailable(why) => why.clone(),

@@ -128,6 +128,54 @@ pub extern "C" fn tz_create_json(
     })
 }
 
+fn estimate(config: Result<Config, Error>, out: *mut tz_memory_plan) -> Result<i32, Error> {
+    if out.is_null() {
+        return Err(Error::NullArgument("out"));
+    }
+    let v = config?.validate()?;
+    let (kind, plan) = crate::backend::estimate(&v)?;
+    let p = tz_memory_plan {
+        device_bytes: plan.device_bytes,
+        pinned_bytes: plan.pinned_bytes,
+        host_bytes: plan.host_bytes,
+        backend: match kind {
+            crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,
+            crate::backend::BackendKind::Gpu => tz_backend::TZ_BACKEND_GPU as u32,
+        },
+    };
+    // SAFETY: non-NULL (checked); the caller provides a writable tz_memory_plan.
+    unsafe { out.write(p) };
+    Ok(tz_status::TZ_OK as i32)
+}
+
+/// The memory a stream of this configuration would take and the backend it
+/// would run on, computed without creating it (nothing is allocated; the
+/// GPU is asked for nothing but nvCOMP's sizes). A stream created from the
+/// same configuration allocates this within 10%.
+#[no_mangle]
+pub extern "C" fn tz_estimate_memory(config: *const tz_config, out: *mut tz_memory_plan) -> i32 {
+    guard("tz_estimate_memory", None, status_of, || {
+        // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
+        let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
+        // SAFETY: the caller's tz_config is valid (see tz_config docs).
+        estimate(unsafe { convert::config_from_c(c) }, out)
+    })
+}
+
+/// tz_estimate_memory for the JSON form of the configuration.
+#[no_mangle]
+pub extern "C" fn tz_estimate_memory_json(
+    config_json: *const c_char,
+    out: *mut tz_memory_plan,
+) -> i32 {
+    guard("tz_estimate_memory_json", None, status_of, || {
+        // SAFETY: NULL or a NUL-terminated string, by the C contract.
+        let json = unsafe { convert::read_str(config_json, "config_json") }?
+            .ok_or(Error::NullArgument("config_json"))?;
+        estimate(Config::from_json(&json).map_err(Error::from), out)
+    })
+}
+
 /// Runs `f` on the stream behind `s`, at the C boundary.
 fn with_stream<T>(
     what: &str,

@@ -145,3 +145,17 @@ pub struct tz_metrics {
     /// Why that backend was chosen, NUL-terminated (truncated to fit).
     pub backend_reason: [c_char; 256],
 }
+
+/// The memory a configuration needs (tz_estimate_memory).
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_memory_plan {
+    /// GPU memory (0 on the CPU backend).
+    pub device_bytes: u64,
+    /// Page-locked host memory, staging included (GPU backend).
+    pub pinned_bytes: u64,
+    /// Ordinary host memory, staging included (CPU backend).
+    pub host_bytes: u64,
+    /// The backend the configuration would run on: a `tz_backend`, CPU or GPU.
+    pub backend: u32,
+}

@@ -15,6 +15,21 @@ use rayon::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
+/// Host memory a CPU stream needs: staging, the per-tile chunk buffers,
+/// and the compressed epochs in flight (up to three: being aggregated,
+/// queued, being delivered).
+pub fn plan(v: &Validated) -> super::cuda::MemoryPlan {
+    let layout = &v.layout;
+    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * layout.epoch_bytes();
+    let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
+    let epoch_out = layout.tiles_per_epoch() * chunk;
+    super::cuda::MemoryPlan {
+        device_bytes: 0,
+        pinned_bytes: 0,
+        host_bytes: staging + 4 * epoch_out,
+    }
+}
+
 /// Scratch per task stays near this size (many small tiles per task, or
 /// one large tile).
 const TASK_BYTES: usize = 1 << 20;

@@ -5,6 +5,7 @@
 use crate::error::Error;
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A CUDA failure in `stage`.
 pub fn gpu_err(stage: &'static str, e: impl std::fmt::Display) -> Error {
@@ -115,6 +116,14 @@ impl Drop for Stream {
     }
 }
 
+/// Bytes of device and page-locked memory held by live buffers.
+static DEVICE_BYTES: AtomicU64 = AtomicU64::new(0);
+static PINNED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+pub fn allocated() -> (u64, u64) {
+    (DEVICE_BYTES.load(Relaxed), PINNED_BYTES.load(Relaxed))
+}
+
 /// Device memory.
 pub struct DeviceBuffer {
     pub ptr: sys::CUdeviceptr,
@@ -130,6 +139,7 @@ impl DeviceBuffer {
         let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| {
             Error::OutOfMemory(format!("{bytes} bytes of GPU memory for {what}: {e}"))
         })?;
+        DEVICE_BYTES.fetch_add(bytes as u64, Relaxed);
         Ok(DeviceBuffer { ptr, bytes })
     }
 
@@ -176,6 +186,7 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        DEVICE_BYTES.fetch_sub(self.bytes as u64, Relaxed);
         // SAFETY: allocated in `new`, freed once.
         let _ = unsafe { result::free_sync(self.ptr) };
     }
@@ -212,6 +223,7 @@ impl PinnedBuffer {
                 )));
             }
         };
+        PINNED_BYTES.fetch_add(bytes as u64, Relaxed);
         let mut b = PinnedBuffer {
             ptr: ptr as *mut u8,
             bytes,
@@ -259,6 +271,7 @@ impl PinnedBuffer {
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
+        PINNED_BYTES.fetch_sub(self.bytes as u64, Relaxed);
         // SAFETY: the context is alive (retained in `new`); the memory was
         // allocated by malloc_host there and is freed once; then the retain
         // is balanced.

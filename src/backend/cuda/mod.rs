@@ -13,6 +13,7 @@
 pub mod ceilings;
 mod driver;
 mod kernels;
+mod sizes;
 
 pub use driver::PinnedBuffer;
 
@@ -26,14 +27,62 @@ use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
 use nvcomp_sys::{Nvcomp, ZstdCompressBatch, ZstdCompressOpts};
 use rayon::prelude::*;
+use sizes::Sizes;
 use std::ffi::c_void;
 use std::time::Instant;
 
 /// nvCOMP's zstd takes chunks of at most 16 MiB.
 const MAX_NVCOMP_CHUNK: usize = 16 << 20;
 
-fn round_up(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
+/// Memory a configuration needs, computed without allocating anything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryPlan {
+    pub device_bytes: u64,
+    /// Page-locked host memory, staging included.
+    pub pinned_bytes: u64,
+    /// Ordinary host memory.
+    pub host_bytes: u64,
+}
+
+/// The GPU backend's plan for `v` (its GPU staging plan applied).
+pub fn plan(v: &Validated) -> Result<MemoryPlan> {
+    probe(v).map_err(Error::BackendUnavailable)?;
+    let v = v.with_gpu_staging()?;
+    let nvcomp = match v.config.codec {
+        Codec::None => None,
+        Codec::Zstd { .. } => {
+            Some(Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?)
+        }
+    };
+    let z = Sizes::new(&v, nvcomp.as_ref())?;
+    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
+    Ok(MemoryPlan {
+        device_bytes: z.device_bytes(v.layout.tiles_per_epoch() as usize),
+        pinned_bytes: z.pinned_bytes() + staging,
+        host_bytes: 0,
+    })
+}
+
+/// Device and page-locked bytes the GPU backend holds right now, all
+/// streams of the process together.
+pub fn allocated() -> (u64, u64) {
+    driver::allocated()
+}
+
+/// Refuses a configuration whose buffers do not fit in the device's free
+/// memory, before allocating any of them.
+fn check_fits(z: &Sizes, tiles_per_epoch: usize) -> Result<()> {
+    let need = z.device_bytes(tiles_per_epoch);
+    let (free, total) =
+        cudarc::driver::result::mem_get_info().map_err(|e| gpu_err("reading free memory", e))?;
+    if need > free as u64 {
+        return Err(Error::OutOfMemory(format!(
+            "the GPU backend needs {need} bytes of device memory for batches of {} epochs ({} tiles), \
+             but {free} of {total} are free; lower staging_bytes or the tile count per epoch",
+            z.epochs, z.chunks
+        )));
+    }
+    Ok(())
 }
 
 /// Whether this build carries the CUDA kernels (nvcc was found at build time).
@@ -142,61 +191,46 @@ impl CudaBackend {
         let ctx = Context::new(v.config.device)?;
         let device_name = ctx.name.clone();
         let kernels = Kernels::load()?;
-        let epochs = v.epochs_per_buffer as usize;
         let m = layout.tiles_per_epoch() as usize;
-        let chunks = epochs * m;
-        let tile_bytes = layout.tile_bytes();
-        let (compressor, tile_stride, chunk_stride) = match v.config.codec {
-            Codec::None => (None, round_up(tile_bytes, 8), round_up(tile_bytes, 8)),
+        let nvcomp = match v.config.codec {
+            Codec::None => None,
             Codec::Zstd { .. } => {
-                let nvcomp =
-                    Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?;
-                let opts = ZstdCompressOpts::default();
-                let align = nvcomp
-                    .zstd_compress_alignments(&opts)
-                    .map_err(|e| gpu_err("nvCOMP alignments", e))?;
-                let tile_stride = round_up(tile_bytes, align.input.max(8));
-                let max_out = nvcomp
-                    .zstd_compress_max_output_chunk_bytes(tile_bytes, &opts)
-                    .map_err(|e| gpu_err("nvCOMP output size", e))?;
-                let chunk_stride = round_up(max_out, align.output.max(8));
-                let temp_bytes = nvcomp
-                    .zstd_compress_temp_bytes(chunks, tile_bytes, chunks * tile_bytes, &opts)
-                    .map_err(|e| gpu_err("nvCOMP temp size", e))?;
-                let c = Compressor {
-                    nvcomp,
-                    opts,
-                    temp: DeviceBuffer::new(temp_bytes, "nvCOMP's temp buffer")?,
-                    last_shape: None,
-                    in_ptrs: [
-                        DeviceBuffer::new(chunks * 8, "chunk pointers")?,
-                        DeviceBuffer::new(chunks * 8, "chunk pointers")?,
-                    ],
-                    in_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
-                    out_ptrs: DeviceBuffer::new(chunks * 8, "chunk pointers")?,
-                    statuses: DeviceBuffer::new(chunks * 4, "chunk statuses")?,
-                };
-                (Some(c), tile_stride, chunk_stride)
+                Some(Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?)
             }
         };
+        let z = Sizes::new(v, nvcomp.as_ref())?;
+        check_fits(&z, m)?;
+        let (epochs, chunks) = (z.epochs, z.chunks);
+        let compressor = match nvcomp {
+            None => None,
+            Some(nvcomp) => Some(Compressor {
+                nvcomp,
+                opts: ZstdCompressOpts::default(),
+                temp: DeviceBuffer::new(z.temp, "nvCOMP's temp buffer")?,
+                last_shape: None,
+                in_ptrs: [
+                    DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                    DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                ],
+                in_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
+                out_ptrs: DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                statuses: DeviceBuffer::new(chunks * 4, "chunk statuses")?,
+            }),
+        };
+        let (tile_stride, chunk_stride, out_stride) = (z.tile_stride, z.chunk_stride, z.out_stride);
+        let tile_bytes = layout.tile_bytes();
         let elem = layout.elem_size();
         let geometry = Geometry::new(&layout, (tile_stride / elem) as u64);
         let has_edges = (1..layout.rank())
             .any(|d| layout.dims()[d].size % layout.dims()[d].tile != 0)
             || tile_stride != tile_bytes;
-        let len = layout.shard_major_len() as usize;
-        // Without compression the "compressed" chunks are the tiles.
-        let out_stride = if compressor.is_some() {
-            chunk_stride
-        } else {
-            tile_stride
-        };
+        let positions = z.shard_positions;
         let slot = || -> Result<Slot> {
             Ok(Slot {
                 d_tiles: DeviceBuffer::new(chunks * tile_stride, "the tile pool")?,
-                d_offsets: DeviceBuffer::new((epochs * len + 1) * 8, "shard offsets")?,
+                d_offsets: DeviceBuffer::new((positions + 1) * 8, "shard offsets")?,
                 d_aggregated: DeviceBuffer::new(chunks * out_stride, "shard-major chunks")?,
-                h_offsets: PinnedBuffer::new(&ctx, (epochs * len + 1) * 8)?,
+                h_offsets: PinnedBuffer::new(&ctx, (positions + 1) * 8)?,
                 h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
                 h_aggregated: PinnedBuffer::new(&ctx, chunks * out_stride)?,
                 h2d_start: Event::new()?,
@@ -218,7 +252,7 @@ impl CudaBackend {
             chunk_stride,
             geometry,
             has_edges,
-            d_input: DeviceBuffer::new(epochs * layout.epoch_bytes() as usize, "staged input")?,
+            d_input: DeviceBuffer::new(z.input, "staged input")?,
             d_chunks,
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,

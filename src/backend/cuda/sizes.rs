@@ -1,0 +1,108 @@
+//! Every buffer the GPU backend allocates, sized before anything is
+//! allocated: the backend allocates exactly these, and the memory plan
+//! (`tz_estimate_memory`) adds them up.
+
+use super::driver::gpu_err;
+use crate::config::{Codec, Validated};
+use crate::error::{Error, Result};
+use nvcomp_sys::{Nvcomp, ZstdCompressOpts};
+
+fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// Byte sizes of one GPU stream's buffers (`epochs` epochs per batch).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// zstd through nvCOMP (else the tiles are stored as they are).
+    pub compressed: bool,
+    pub epochs: usize,
+    pub chunks: usize,
+    /// Bytes between tiles in a tile pool, and between compressed chunks:
+    /// the alignments nvCOMP requires.
+    pub tile_stride: usize,
+    pub chunk_stride: usize,
+    /// Stride of the chunks the aggregation reads (the tiles themselves
+    /// without compression).
+    pub out_stride: usize,
+    pub temp: usize,
+    pub shard_positions: usize,
+    pub input: usize,
+}
+
+impl Sizes {
+    /// `nvcomp` is needed for zstd (alignments, output bound, temp size).
+    pub fn new(v: &Validated, nvcomp: Option<&Nvcomp>) -> Result<Sizes> {
+        let layout = &v.layout;
+        let epochs = v.epochs_per_buffer as usize;
+        let chunks = epochs * layout.tiles_per_epoch() as usize;
+        let tile_bytes = layout.tile_bytes();
+        let (tile_stride, chunk_stride, temp) = match (v.config.codec, nvcomp) {
+            (Codec::None, _) => (round_up(tile_bytes, 8), round_up(tile_bytes, 8), 0),
+            (Codec::Zstd { .. }, Some(nv)) => {
+                let opts = ZstdCompressOpts::default();
+                let align = nv
+                    .zstd_compress_alignments(&opts)
+                    .map_err(|e| gpu_err("nvCOMP alignments", e))?;
+                let max_out = nv
+                    .zstd_compress_max_output_chunk_bytes(tile_bytes, &opts)
+                    .map_err(|e| gpu_err("nvCOMP output size", e))?;
+                let temp = nv
+                    .zstd_compress_temp_bytes(chunks, tile_bytes, chunks * tile_bytes, &opts)
+                    .map_err(|e| gpu_err("nvCOMP temp size", e))?;
+                (
+                    round_up(tile_bytes, align.input.max(8)),
+                    round_up(max_out, align.output.max(8)),
+                    temp,
+                )
+            }
+            (Codec::Zstd { .. }, None) => {
+                return Err(Error::Internal("zstd sizes need nvCOMP".into()))
+            }
+        };
+        let compressed = v.config.codec != Codec::None;
+        let out_stride = if compressed {
+            chunk_stride
+        } else {
+            tile_stride
+        };
+        Ok(Sizes {
+            compressed,
+            epochs,
+            chunks,
+            tile_stride,
+            chunk_stride,
+            out_stride,
+            temp,
+            shard_positions: epochs * layout.shard_major_len() as usize,
+            input: epochs * layout.epoch_bytes() as usize,
+        })
+    }
+
+    /// Device memory: input, two tile pools, compressed chunks, per-chunk
+    /// tables, two aggregated outputs with their offsets, the permutation
+    /// and nvCOMP's temp buffer.
+    pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
+        let c = self.chunks;
+        let tables = if self.compressed {
+            4 * c * 8 + c * 4
+        } else {
+            0
+        };
+        let chunks = if self.compressed {
+            c * self.chunk_stride
+        } else {
+            0
+        };
+        let per_slot = c * self.tile_stride + (self.shard_positions + 1) * 8 + c * self.out_stride;
+        (self.input + 2 * per_slot + chunks + c * 8 + tiles_per_epoch * 8 + tables + self.temp)
+            as u64
+    }
+
+    /// Page-locked host memory of the backend itself (staging excluded):
+    /// two output buffers with their offsets and statuses.
+    pub fn pinned_bytes(&self) -> u64 {
+        (2 * ((self.shard_positions + 1) * 8 + self.chunks * 4 + self.chunks * self.out_stride))
+            as u64
+    }
+}
