@@ -128,6 +128,13 @@ pub extern "C" fn tz_create_json(
     })
 }
 
+fn backend_code(kind: crate::backend::BackendKind) -> u32 {
+    match kind {
+        crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,
+        crate::backend::BackendKind::Gpu => tz_backend::TZ_BACKEND_GPU as u32,
+    }
+}
+
 fn estimate(config: Result<Config, Error>, out: *mut tz_memory_plan) -> Result<i32, Error> {
     if out.is_null() {
         return Err(Error::NullArgument("out"));
@@ -138,10 +145,7 @@ fn estimate(config: Result<Config, Error>, out: *mut tz_memory_plan) -> Result<i
         device_bytes: plan.device_bytes,
         pinned_bytes: plan.pinned_bytes,
         host_bytes: plan.host_bytes,
-        backend: match kind {
-            crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,
-            crate::backend::BackendKind::Gpu => tz_backend::TZ_BACKEND_GPU as u32,
-        },
+        backend: backend_code(kind),
     };
     // SAFETY: non-NULL (checked); the caller provides a writable tz_memory_plan.
     unsafe { out.write(p) };
@@ -315,10 +319,7 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
             seconds_aggregate: m.seconds(Stage::Aggregate),
             seconds_d2h: m.seconds(Stage::D2h),
             seconds_sink: m.seconds(Stage::Sink),
-            backend: match kind {
-                crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,
-                crate::backend::BackendKind::Gpu => tz_backend::TZ_BACKEND_GPU as u32,
-            },
+            backend: backend_code(kind),
             backend_reason,
         };
         // SAFETY: non-NULL; the caller provides writable memory for a tz_metrics.
