@@ -52,10 +52,10 @@ if wants bench; then
 step "benchmarks: cam-32 and cam-128, GPU backend, shards discarded"
 for config in cam-32 cam-128; do
     check "bench-$config" "$here/bin/tz-bench" --config "$config" --backend gpu --sink discard \
-        --bytes 8GiB --reps 3 --out "$results/bench-$config-gpu-discard.json"
+        --bytes 32GiB --reps 2 --out "$results/bench-$config-gpu-discard.json"
 done
 check "bench-cam-32-none" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
-    --codec none --bytes 8GiB --reps 3 --out "$results/bench-cam-32-gpu-discard-none.json"
+    --codec none --bytes 32GiB --reps 2 --out "$results/bench-cam-32-gpu-discard-none.json"
 fi
 
 step "summary"
