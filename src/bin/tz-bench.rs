@@ -48,11 +48,11 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
     let v = config
         .validate()
         .map_err(|e| format!("configuration: {e}"))?;
-    // Select the backend up front: a GPU request that cannot run fails
-    // before minutes of data generation, and the default size depends on it.
-    let (_, selection) =
-        tiledzarr::backend::select(&mut v.clone()).map_err(|e| format!("backend: {e}"))?;
-    let default_bytes = match selection.kind {
+    // Learn the backend up front, without allocating it: a GPU request that
+    // cannot run fails before minutes of data generation, and the default
+    // size depends on it.
+    let (kind, _) = tiledzarr::backend::estimate(&v).map_err(|e| format!("backend: {e}"))?;
+    let default_bytes = match kind {
         BackendKind::Cpu => 2 * GIB,
         BackendKind::Gpu => 8 * GIB,
     };
