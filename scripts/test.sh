@@ -137,9 +137,21 @@ for ex in stream_to_store callback_sink; do
         "$work/asan_$ex" "$work/asan_$ex.zarr"
 done
 
+# tz_destroy without tz_flush (and on poisoned and empty streams) too.
+# shellcheck disable=SC2046
+gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L -g -fsanitize=address,undefined \
+    -fno-sanitize-recover=all tests/c/destroy_without_flush.c $(pkg-config --cflags --libs tiledzarr) \
+    -Wl,-rpath,"$prefix/lib" -o "$work/asan_destroy"
+ASAN_OPTIONS=detect_leaks=1:exitcode=23 "$work/asan_destroy" "$work/asan_destroy.zarr"
+
 step "valgrind (no definite leaks, no errors)"
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1 \
     "$work/ds-shared/stream_to_store" "$work/vg.zarr"
+# shellcheck disable=SC2046
+gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L -g tests/c/destroy_without_flush.c \
+    $(pkg-config --cflags --libs tiledzarr) -Wl,-rpath,"$prefix/lib" -o "$work/destroy"
+valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1 \
+    "$work/destroy" "$work/vg-destroy.zarr"
 
 step "Python ctypes client (a foreign runtime loading the .so)"
 "$PY" tests/ctypes/client.py "$prefix/lib/libtiledzarr.so" "$work/ctypes.zarr"
