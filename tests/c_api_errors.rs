@@ -125,6 +125,16 @@ fn bad_configurations_name_the_field_and_rule() {
     }
 }
 
+/// An unnamed dimension with one tile per shard.
+fn dim(size: u64, tile: u64) -> tz_dimension {
+    tz_dimension {
+        name: std::ptr::null(),
+        size,
+        tile,
+        tiles_per_shard: 1,
+    }
+}
+
 #[test]
 fn a_tz_config_is_checked_like_json() {
     let mut cfg = std::mem::MaybeUninit::<tz_config>::uninit();
@@ -134,20 +144,7 @@ fn a_tz_config_is_checked_like_json() {
     // rank 0
     assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
     assert!(last_error().contains("rank"), "{}", last_error());
-    let dims = [
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 0,
-            tile: 4,
-            tiles_per_shard: 1,
-        },
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 16,
-            tile: 0,
-            tiles_per_shard: 1,
-        },
-    ];
+    let dims = [dim(0, 4), dim(16, 0)];
     cfg.rank = 2;
     cfg.dimensions = std::ptr::null();
     assert_eq!(
@@ -175,20 +172,7 @@ fn a_tz_config_is_checked_like_json() {
     assert!(last_error().contains("backend"));
     cfg.backend = 0;
     // Neither store nor sink: nothing would keep the data.
-    let dims = [
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 0,
-            tile: 4,
-            tiles_per_shard: 1,
-        },
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 16,
-            tile: 4,
-            tiles_per_shard: 1,
-        },
-    ];
+    let dims = [dim(0, 4), dim(16, 4)];
     cfg.dimensions = dims.as_ptr();
     assert_eq!(
         tz_create(&cfg, &mut s),
