@@ -102,10 +102,13 @@ fn stages(c: &mut Criterion) {
             for j in 0..len {
                 epoch.offsets[j + 1] += epoch.offsets[j];
             }
-            epoch.data.resize(epoch.offsets[len] as usize, 0);
+            epoch
+                .data
+                .owned_mut()
+                .resize(epoch.offsets[len] as usize, 0);
             for (i, c) in chunks.iter().enumerate() {
                 let at = epoch.offsets[l.shard_position(i as u64) as usize] as usize;
-                epoch.data[at..at + c.len()].copy_from_slice(c);
+                epoch.data.owned_mut()[at..at + c.len()].copy_from_slice(c);
             }
         })
     });

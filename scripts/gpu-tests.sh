@@ -33,6 +33,7 @@ if wants tests; then
 step "GPU tests"
 check gpu-only "$here/bin/gpu" --ignored --test-threads 4
 check memory-plan "$here/bin/gpu_memory" --ignored --nocapture
+check faults "$here/bin/gpu_faults" --ignored --nocapture
 check roundtrip-gpu env TZ_TEST_BACKEND=gpu "$here/bin/c_api_roundtrip" --test-threads 4
 check bad-input env TZ_TEST_BACKEND=gpu "$here/bin/c_api_errors"
 check rust-api env TZ_TEST_BACKEND=gpu "$here/bin/rust_api"

@@ -97,6 +97,18 @@ pub enum StagingBuffer {
     Pinned(cuda::PinnedBuffer),
 }
 
+impl StagingBuffer {
+    /// How to copy a piece of the acquisition's data in: pinned memory is
+    /// only read again by the GPU's copy engine, so its copy bypasses the
+    /// caches.
+    pub fn copier(&self) -> fn(&mut [u8], &[u8]) {
+        match self {
+            StagingBuffer::Host(_) => <[u8]>::copy_from_slice,
+            StagingBuffer::Pinned(_) => cuda::copy_streaming,
+        }
+    }
+}
+
 impl std::ops::Deref for StagingBuffer {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -54,9 +54,19 @@ pub struct Stream {
 /// Copies at least this large are split over the copy threads: one thread
 /// moves about 9 GB/s, short of what a camera link and the GPU can take.
 const PARALLEL_COPY_BYTES: usize = 8 << 20;
-/// At most this many copy threads, and no more than half the cores: the
-/// rest belong to the pipeline.
-const COPY_THREADS: usize = 8;
+
+/// Threads that share a large write's copy into staging memory. Feeding a
+/// GPU takes most of the host's memory bandwidth, so the GPU backend gets
+/// all cores but four (for the caller, the compute and delivery threads and
+/// the system), at most 12; the CPU backend's compressor needs the cores,
+/// so it gets half of them, at most 8.
+pub fn copy_threads(kind: BackendKind) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match kind {
+        BackendKind::Gpu => cores.saturating_sub(4).clamp(1, 12),
+        BackendKind::Cpu => (cores / 2).clamp(1, 8),
+    }
+}
 
 /// What a finished stream did.
 #[derive(Debug, Clone)]
@@ -96,6 +106,7 @@ impl Stream {
 
     fn with_sink(mut v: Validated, sink: Box<dyn ShardSink>) -> Result<Stream> {
         let (backend, selection) = backend::select(&mut v)?;
+        let copy_threads = copy_threads(selection.kind);
         let shared = Arc::new(Shared::new(selection));
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
         let n = v.staging_buffers;
@@ -137,10 +148,7 @@ impl Stream {
             spawn("tz-delivery", Box::new(move || delivery.run()))?,
         ];
         let copy_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(
-                COPY_THREADS
-                    .min((std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1)),
-            )
+            .num_threads(copy_threads)
             .thread_name(|i| format!("tz-copy-{i}"))
             .build()
             .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
@@ -188,10 +196,12 @@ impl Stream {
             }
             let buf = self.staging.as_mut().expect("a buffer is in hand");
             let n = (take - done).min(self.buffer_bytes - self.filled);
-            copy(
+            let copier = buf.copier();
+            parallel_copy(
                 &self.copy_pool,
                 &mut buf[self.filled..self.filled + n],
                 &data[done..done + n],
+                copier,
             );
             self.filled += n;
             done += n;
@@ -338,18 +348,27 @@ impl Stream {
     }
 }
 
-/// `dst.copy_from_slice(src)`, on several threads when it is large.
-fn copy(pool: &rayon::ThreadPool, dst: &mut [u8], src: &[u8]) {
+/// `copy(dst, src)`, split over `pool`'s threads when it is large.
+pub fn parallel_copy(
+    pool: &rayon::ThreadPool,
+    dst: &mut [u8],
+    src: &[u8],
+    copy: fn(&mut [u8], &[u8]),
+) {
     if src.len() < PARALLEL_COPY_BYTES || pool.current_num_threads() == 1 {
-        dst.copy_from_slice(src);
+        copy(dst, src);
         return;
     }
     use rayon::prelude::*;
-    let piece = src.len().div_ceil(pool.current_num_threads());
+    // Whole cache lines per piece, so that no two threads share one.
+    let piece = src
+        .len()
+        .div_ceil(pool.current_num_threads())
+        .next_multiple_of(64);
     pool.install(|| {
         dst.par_chunks_mut(piece)
             .zip(src.par_chunks(piece))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+            .for_each(|(d, s)| copy(d, s));
     });
 }
 

@@ -138,8 +138,11 @@ impl DeliveryThread {
             }
             let shared = self.shared.clone();
             match d {
-                Delivery::Epoch(epoch) => {
+                Delivery::Epoch(mut epoch) => {
                     guarded(&shared, "delivery", || self.deliver(&epoch));
+                    // A shared output buffer goes back to the backend now,
+                    // not when this spare is next filled.
+                    epoch.data.release();
                     let _ = self.spare_epochs.send(epoch);
                 }
                 Delivery::Finish { planes } => {

@@ -8,6 +8,9 @@ mod index;
 pub use assembler::ShardAssembler;
 pub use index::{ShardIndex, EMPTY};
 
+use std::ops::Range;
+use std::sync::Arc;
+
 /// One epoch of compressed tiles, grouped by shard: the output of a
 /// backend. Position `j` of the shard-major order (see
 /// [`crate::layout::Layout::shard_position`]) holds
@@ -15,9 +18,69 @@ pub use index::{ShardIndex, EMPTY};
 #[derive(Debug, Default, Clone)]
 pub struct CompressedEpoch {
     pub epoch: u64,
-    pub data: Vec<u8>,
+    pub data: EpochData,
     /// `shard_major_len + 1` entries, the last one the total.
     pub offsets: Vec<u64>,
+}
+
+/// An epoch's bytes: its own, or a range of a larger buffer that several
+/// epochs share (a GPU batch's page-locked output, handed on without a
+/// copy). A shared buffer goes back to its owner when the last epoch
+/// holding it lets go: see [`EpochData::release`].
+#[derive(Clone)]
+pub enum EpochData {
+    Owned(Vec<u8>),
+    Shared {
+        buffer: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        range: Range<usize>,
+    },
+}
+
+impl EpochData {
+    /// The bytes as a vector to fill, emptied; a shared range is let go.
+    pub fn owned_mut(&mut self) -> &mut Vec<u8> {
+        if let EpochData::Shared { .. } = self {
+            *self = EpochData::Owned(Vec::new());
+        }
+        match self {
+            EpochData::Owned(v) => v,
+            EpochData::Shared { .. } => unreachable!("replaced above"),
+        }
+    }
+
+    /// Lets go of a shared buffer, keeping an owned vector's allocation
+    /// for reuse.
+    pub fn release(&mut self) {
+        if let EpochData::Shared { .. } = self {
+            *self = EpochData::Owned(Vec::new());
+        }
+    }
+}
+
+impl Default for EpochData {
+    fn default() -> EpochData {
+        EpochData::Owned(Vec::new())
+    }
+}
+
+impl std::ops::Deref for EpochData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            EpochData::Owned(v) => v,
+            EpochData::Shared { buffer, range } => &(**buffer).as_ref()[range.clone()],
+        }
+    }
+}
+
+impl std::fmt::Debug for EpochData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            EpochData::Owned(_) => "owned",
+            EpochData::Shared { .. } => "shared",
+        };
+        write!(f, "EpochData({kind}, {} bytes)", self.len())
+    }
 }
 
 /// A complete shard, borrowed for the duration of the sink call.

@@ -124,12 +124,13 @@ impl Backend for CpuBackend {
 /// one walk over the positions in order, appending each chunk.
 fn aggregate(order: &[Option<u64>], chunks: &[Vec<u8>], out: &mut CompressedEpoch) {
     out.offsets.clear();
-    out.data.clear();
+    let data = out.data.owned_mut();
+    data.clear();
     out.offsets.push(0);
     for slot in order {
         if let Some(slot) = slot {
-            out.data.extend_from_slice(&chunks[*slot as usize]);
+            data.extend_from_slice(&chunks[*slot as usize]);
         }
-        out.offsets.push(out.data.len() as u64);
+        out.offsets.push(data.len() as u64);
     }
 }

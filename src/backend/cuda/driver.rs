@@ -204,6 +204,8 @@ pub struct PinnedBuffer {
 
 // SAFETY: plain host memory; the owner moves it between threads.
 unsafe impl Send for PinnedBuffer {}
+// SAFETY: shared references only read the bytes; writing needs `&mut`.
+unsafe impl Sync for PinnedBuffer {}
 
 impl PinnedBuffer {
     pub fn new(context: &Context, bytes: usize) -> Result<PinnedBuffer, Error> {

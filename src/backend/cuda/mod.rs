@@ -12,21 +12,26 @@
 
 pub mod ceilings;
 mod driver;
+#[doc(hidden)]
+pub mod faults;
+mod host_copy;
 mod kernels;
+mod outputs;
 mod sizes;
 
 pub use driver::PinnedBuffer;
+pub use host_copy::copy_streaming;
 
 use super::{Backend, BatchJob, EpochJob, StagingBuffer};
 use crate::config::{Codec, Validated};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::pipeline::Stage;
-use crate::shard::CompressedEpoch;
+use crate::shard::{CompressedEpoch, EpochData};
 use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
 use nvcomp_sys::{Nvcomp, ZstdCompressBatch, ZstdCompressOpts};
-use rayon::prelude::*;
+use outputs::OutputPool;
 use sizes::Sizes;
 use std::ffi::c_void;
 use std::time::Instant;
@@ -124,8 +129,8 @@ struct Compressor {
 }
 
 /// What one of the two buffer slots holds: a tile pool, the aggregated
-/// output and its offsets, on the device and the host, and the events that
-/// mark its stages.
+/// output and its offsets (on the device; offsets and statuses also on the
+/// host), and the events that mark its stages.
 struct Slot {
     d_tiles: DeviceBuffer,
     d_offsets: DeviceBuffer,
@@ -133,7 +138,6 @@ struct Slot {
     /// Page-locked, so that copies into them do not block the host.
     h_offsets: PinnedBuffer,
     h_statuses: PinnedBuffer,
-    h_aggregated: PinnedBuffer,
     /// Input stream: before the H2D copy, after it, after the scatter.
     h2d_start: Event,
     h2d_end: Event,
@@ -167,7 +171,13 @@ pub struct CudaBackend {
     d_perm: DeviceBuffer,
     slots: [Slot; 2],
     next_slot: usize,
+    /// Where batches' shard-major bytes land on the host: two buffers, one
+    /// being filled while the delivery thread reads the other.
+    outputs: OutputPool,
     pending: Option<Pending>,
+    /// Batches enqueued so far, and the fault a test armed for this stream.
+    batches: u64,
+    fault: faults::Fault,
     kernels: Kernels,
     input: Stream,
     compute: Stream,
@@ -232,7 +242,6 @@ impl CudaBackend {
                 d_aggregated: DeviceBuffer::new(chunks * out_stride, "shard-major chunks")?,
                 h_offsets: PinnedBuffer::new(&ctx, (positions + 1) * 8)?,
                 h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
-                h_aggregated: PinnedBuffer::new(&ctx, chunks * out_stride)?,
                 h2d_start: Event::new()?,
                 h2d_end: Event::new()?,
                 scattered: Event::new()?,
@@ -258,7 +267,10 @@ impl CudaBackend {
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
             slots,
             next_slot: 0,
+            outputs: OutputPool::new(&ctx, 2, chunks * out_stride)?,
             pending: None,
+            batches: 0,
+            fault: faults::take(),
             compressor,
             kernels,
             input: Stream::new()?,
@@ -307,6 +319,11 @@ impl CudaBackend {
         s.sync("uploading chunk tables")
     }
 
+    /// Whether the armed `fault` strikes the batch being enqueued.
+    fn strikes(&self, fault: faults::Fault) -> bool {
+        self.fault == fault && self.batches == faults::STRIKES_ON_BATCH
+    }
+
     /// Input stream: H2D copy of `input` and the scatter into `slot`'s pool.
     fn enqueue_scatter(&mut self, slot: usize, input: &[u8], epochs: usize) -> Result<()> {
         let chunks = epochs * self.layout.tiles_per_epoch() as usize;
@@ -322,6 +339,9 @@ impl CudaBackend {
         let mut geometry = self.geometry;
         let mut epochs_arg = epochs as u64;
         let mut in_ptr = self.d_input.ptr;
+        if self.strikes(faults::Fault::ScatterIllegalAddress) {
+            in_ptr = 8; // never mapped: the kernel faults on its first load
+        }
         let mut tiles_ptr = sl.d_tiles.ptr;
         let total = epochs as u64 * self.layout.epoch_elems();
         let grid = total.div_ceil(256).min(65535 * 16) as u32;
@@ -350,6 +370,9 @@ impl CudaBackend {
         let m = self.layout.tiles_per_epoch() as usize;
         let chunks = epochs * m;
         let len = self.layout.shard_major_len() as usize;
+        if self.strikes(faults::Fault::CompressFails) {
+            return Err(gpu_err("compress", "injected failure (a test armed it)"));
+        }
         let s = &self.compute;
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
@@ -479,8 +502,9 @@ impl CudaBackend {
         let positions = p.epochs * len;
         let total = sl.h_offsets.as_u64s()[positions] as usize;
         let t = Instant::now();
+        let mut host = self.outputs.take()?;
         sl.d_aggregated.download_async(
-            &mut sl.h_aggregated.as_mut_slice()[..total],
+            &mut host.as_mut_slice()[..total],
             &self.output,
             "D2H copy",
         )?;
@@ -510,22 +534,21 @@ impl CudaBackend {
             ),
         );
 
-        let data = sl.h_aggregated.as_slice();
+        // The epochs share the page-locked buffer: a copy out of it on the
+        // host would cost as much as the whole GPU round trip.
+        let shared = self.outputs.share(host);
         let offsets_all = sl.h_offsets.as_u64s();
-        let mut outs: Vec<CompressedEpoch> = (0..p.epochs).map(|_| spare()).collect();
-        // Each epoch's bytes leave the pinned buffer in parallel: one thread
-        // copies far slower than the GPU produces them.
-        outs.par_iter_mut().enumerate().for_each(|(k, out)| {
+        for k in 0..p.epochs {
             let offsets = &offsets_all[k * len..=(k + 1) * len];
             let base = offsets[0];
+            let mut out = spare();
             out.epoch = p.first_epoch + k as u64;
             out.offsets.clear();
             out.offsets.extend(offsets.iter().map(|o| o - base));
-            out.data.clear();
-            out.data
-                .extend_from_slice(&data[base as usize..offsets[len] as usize]);
-        });
-        for out in outs {
+            out.data = EpochData::Shared {
+                buffer: shared.clone(),
+                range: base as usize..offsets[len] as usize,
+            };
             metrics.add_epoch();
             if !done(out) {
                 return Ok(false);
@@ -575,6 +598,7 @@ impl Backend for CudaBackend {
         self.next_slot ^= 1;
         self.enqueue_scatter(slot, &job.input[..epochs * epoch_bytes], epochs)?;
         self.enqueue_compress(slot, epochs)?;
+        self.batches += 1;
         let previous = self.pending.replace(Pending {
             slot,
             first_epoch: job.first_epoch,

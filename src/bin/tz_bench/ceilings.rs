@@ -73,7 +73,7 @@ pub fn measure(v: &Validated, frames: &Frames, threads: usize) -> Vec<Ceiling> {
         Err(_) => gather_epochs(layout, frames, epochs),
     };
     let mut out = vec![cpu_zstd(v, &tiles, cpu_epochs, &pool, threads)];
-    out.extend(gpu::measure(v, gpu, &tiles));
+    out.extend(gpu::measure(v, gpu, &tiles, frames));
     out
 }
 
@@ -218,11 +218,15 @@ pub fn best_and_median(seconds: &[f64]) -> (f64, f64) {
 /// stream runs on a GPU (backend "gpu", or "auto" with a usable GPU) and
 /// recorded as absent, with the reason, otherwise.
 mod gpu {
-    use super::{epoch_tile_bytes, Ceiling};
+    use super::{epoch_tile_bytes, Ceiling, Frames};
     use tiledzarr::backend::cuda::{self, ceilings as cc};
+    use tiledzarr::backend::BackendKind;
     use tiledzarr::config::{BackendChoice, Codec, Validated};
 
     const H2D: &str = "h2d-pinned";
+    const HOST_COPY: &str = "host-copy";
+    /// Thread counts and methods the host-copy notes compare.
+    const COPY_SWEEP: [usize; 5] = [1, 4, 8, 12, 16];
     const NVCOMP: &str = "nvcomp-zstd";
     const H2D_BYTES: usize = 1 << 30;
     /// Timed runs of each GPU ceiling, after one untimed run.
@@ -258,12 +262,21 @@ mod gpu {
         })
     }
 
-    pub fn measure(v: &Validated, plan: Result<Plan, String>, tiles: &[u8]) -> Vec<Ceiling> {
+    pub fn measure(
+        v: &Validated,
+        plan: Result<Plan, String>,
+        tiles: &[u8],
+        frames: &Frames,
+    ) -> Vec<Ceiling> {
         let plan = match plan {
             Ok(p) => p,
             Err(why) => {
                 return vec![
                     Ceiling::absent(H2D, &format!("pinned H2D copy of 1 GiB; {why}")),
+                    Ceiling::absent(
+                        HOST_COPY,
+                        &format!("frames copied into page-locked memory; {why}"),
+                    ),
                     Ceiling::absent(
                         NVCOMP,
                         &format!("nvCOMP batched zstd alone on the same tiles; {why}"),
@@ -271,7 +284,11 @@ mod gpu {
                 ]
             }
         };
-        vec![h2d(&plan), nvcomp(v, &plan, tiles)]
+        vec![
+            h2d(&plan),
+            host_copy(&plan, frames),
+            nvcomp(v, &plan, tiles),
+        ]
     }
 
     pub fn skipped() -> Vec<Ceiling> {
@@ -279,6 +296,10 @@ mod gpu {
             Ceiling::absent(
                 H2D,
                 "not measured (--no-ceilings); pinned H2D copy of 1 GiB",
+            ),
+            Ceiling::absent(
+                HOST_COPY,
+                "not measured (--no-ceilings); frames copied into page-locked memory",
             ),
             Ceiling::absent(
                 NVCOMP,
@@ -315,6 +336,45 @@ mod gpu {
             ),
             Err(e) => Ceiling::absent(H2D, &format!("pinned H2D copy of 1 GiB failed: {e}")),
         }
+    }
+
+    /// The write path's copy alone: the stream's frames into 1 GiB of
+    /// page-locked memory, as `tz_write` copies them (same method, same
+    /// threads); the notes add the other methods and thread counts.
+    fn host_copy(plan: &Plan, frames: &Frames) -> Ceiling {
+        let threads = tiledzarr::pipeline::copy_threads(BackendKind::Gpu);
+        let pool = frames.pool_frames().max(1);
+        let frame = |i: u64| frames.frame(i % pool);
+        let time =
+            |threads, how| cc::host_to_pinned(plan.device, H2D_BYTES, &frame, threads, how, RUNS);
+        let t = match time(threads, cc::HostCopy::Streaming) {
+            Ok(t) => t,
+            Err(e) => {
+                return Ceiling::absent(
+                    HOST_COPY,
+                    &format!("frames copied into page-locked memory failed: {e}"),
+                )
+            }
+        };
+        let mut sweep = Vec::new();
+        for how in [cc::HostCopy::Memcpy, cc::HostCopy::Streaming] {
+            for n in COPY_SWEEP {
+                let gbps = time(n, how).map_or(f64::NAN, |t| t.best_gbps());
+                sweep.push(format!("{how:?} x{n}: {gbps:.1}"));
+            }
+        }
+        from_timings(
+            HOST_COPY,
+            &t,
+            t.bytes,
+            format!(
+                "the stream's frames ({} bytes each) copied into {H2D_BYTES} bytes of page-locked \
+                 memory as tz_write copies them: streaming stores on {threads} threads, host wall \
+                 clock, best of {RUNS} after one untimed fill; best GB/s by method and threads: {}",
+                frames.frame_bytes(),
+                sweep.join(", ")
+            ),
+        )
     }
 
     fn nvcomp(v: &Validated, plan: &Plan, tiles: &[u8]) -> Ceiling {
