@@ -4,7 +4,9 @@
 #
 #   scripts/gpu-run.sh bundle          # here: build with the kernels, collect
 #                                      # binaries + nvCOMP into bundle/
-#   bundle/run.sh [RESULTS_DIR]        # there: GPU tests, sanitizers, benchmarks
+#   bundle/run.sh [RESULTS_DIR [PHASE...]]
+#                                      # there: GPU tests, sanitizers, benchmarks,
+#                                      # the whole benchmark protocol with peers
 #
 # The run fails (non-zero) when any GPU test fails or cannot run: a missing
 # GPU, driver or nvCOMP is a failure, never a skip.
@@ -46,7 +48,21 @@ if [[ ! -f "$wheel_dir/libnvcomp.so.6" ]]; then
         && cp wheel/nvidia/libnvcomp/lib64/libnvcomp.so.6 . && rm -rf wheel)
 fi
 cp "$wheel_dir/libnvcomp.so.6" "$bundle/lib/"
+
+# The peers' Python packages the GPU machine lacks (it has numpy and
+# tensorstore), as wheels for its Python 3.12, pinned as for the venv here.
+pin() { grep -i "^$1==" scripts/requirements.txt; }
+mkdir -p "$bundle/wheels"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d "$bundle/wheels" \
+    "$(pin acquire-zarr)" "$(pin zarr)" "$(pin numcodecs)" "$(pin donfig)" "$(pin google-crc32c)"
+mkdir -p "$bundle/scripts"
+cp scripts/bench-peers.py scripts/bench-table.py "$bundle/scripts/"
 cp scripts/gpu-tests.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh"
-git rev-parse HEAD >"$bundle/COMMIT" 2>/dev/null || echo unknown >"$bundle/COMMIT"
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# Binaries built from uncommitted changes say so in their records.
+[[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] || commit="$commit-dirty"
+echo "$commit" >"$bundle/COMMIT"
 du -sh "$bundle"

@@ -4,7 +4,11 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench (default: all three, in that order).
+# PHASE: tests, sanitizer, bench, protocol (default: all four, in that
+# order). protocol runs every configuration of the benchmark protocol
+# (TZ_PROTOCOL_CONFIGS to name fewer) on the GPU backend, shards discarded
+# and written to a store under TZ_BENCH_DIR (default /tmp), with the
+# ceilings and the peers, TZ_PROTOCOL_BYTES (default 8GiB) per run.
 # GPU tests (the C-API round trips on the GPU backend, GPU-vs-CPU equality,
 # nvCOMP temp-buffer immunity, bad input), compute-sanitizer memcheck and
 # racecheck on a small stream, then the benchmarks. Exits non-zero when any
@@ -14,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench protocol)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 export TZ_NVCOMP_LIBRARY="$here/lib/libnvcomp.so.6"
@@ -57,6 +61,33 @@ for config in cam-32 cam-128; do
 done
 check "bench-cam-32-none" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
     --codec none --bytes 32GiB --reps 2 --out "$results/bench-cam-32-gpu-discard-none.json"
+fi
+
+if wants protocol; then
+step "benchmark protocol: ${TZ_PROTOCOL_CONFIGS:-all configurations}, GPU backend, both sinks, ceilings, peers"
+# The peers' packages travel as wheels; numpy and tensorstore are there.
+site="$results/site"
+if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$site" "$here"/wheels/*.whl; then
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+else
+    echo "installing the peers' wheels failed: the peers will be recorded as failed"
+fi
+store_dir="${TZ_BENCH_DIR:-/tmp}/tz-bench-protocol"
+mkdir -p "$store_dir"
+df -h "$store_dir" | tee "$results/disk.txt"
+bytes="${TZ_PROTOCOL_BYTES:-8GiB}"
+# The peer script and bench/results are found from the working directory.
+cd "$here"
+for config in ${TZ_PROTOCOL_CONFIGS:-cam-32 cam-64 cam-128 tczyx frames-u8}; do
+    check "protocol-$config-discard" "$here/bin/tz-bench" --config "$config" --backend gpu \
+        --sink discard --bytes "$bytes" --reps 3 --out "$results/protocol-$config-gpu-discard.json"
+    check "protocol-$config-fs" "$here/bin/tz-bench" --config "$config" --backend gpu \
+        --sink fs --store-dir "$store_dir" --bytes "$bytes" --reps 2 --peers --python python3 \
+        --out "$results/protocol-$config-gpu-fs.json"
+done
+cd - >/dev/null
+python3 "$here/scripts/bench-table.py" "$results"/protocol-*.json | tee "$results/protocol-table.md"
 fi
 
 step "summary"

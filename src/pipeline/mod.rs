@@ -56,14 +56,14 @@ pub struct Stream {
 const PARALLEL_COPY_BYTES: usize = 8 << 20;
 
 /// Threads that share a large write's copy into staging memory. Feeding a
-/// GPU takes most of the host's memory bandwidth, so the GPU backend gets
-/// all cores but four (for the caller, the compute and delivery threads and
-/// the system), at most 12; the CPU backend's compressor needs the cores,
-/// so it gets half of them, at most 8.
+/// GPU takes all of the host's memory bandwidth the cores can draw, and the
+/// writing thread sleeps while they copy, so the GPU backend gets one per
+/// core (at most 16); the CPU backend's compressor needs the cores, so it
+/// gets half of them (at most 8).
 pub fn copy_threads(kind: BackendKind) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     match kind {
-        BackendKind::Gpu => cores.saturating_sub(4).clamp(1, 12),
+        BackendKind::Gpu => cores.clamp(1, 16),
         BackendKind::Cpu => (cores / 2).clamp(1, 8),
     }
 }

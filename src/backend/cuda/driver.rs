@@ -348,7 +348,9 @@ impl Kernel {
     }
 }
 
-/// A CUDA event with timing enabled, for timing work on a stream.
+/// A CUDA event with timing enabled, for timing work on a stream. Waiting
+/// on one sleeps instead of spinning: the waits are a batch long, and the
+/// cores are better spent on the copies into staging memory.
 pub struct Event(sys::CUevent);
 
 // SAFETY: events are usable from any thread with the context current.
@@ -356,7 +358,7 @@ unsafe impl Send for Event {}
 
 impl Event {
     pub fn new() -> Result<Event, Error> {
-        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+        result::event::create(sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC)
             .map(Event)
             .map_err(|e| gpu_err("creating an event", e))
     }

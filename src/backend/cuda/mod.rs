@@ -182,6 +182,8 @@ pub struct CudaBackend {
     input: Stream,
     compute: Stream,
     output: Stream,
+    /// Marks the end of a batch's D2H copy on the output stream.
+    d2h_done: Event,
     pub device_name: String,
     // Last: everything above is freed before the context goes.
     ctx: Context,
@@ -276,6 +278,7 @@ impl CudaBackend {
             input: Stream::new()?,
             compute: Stream::new()?,
             output: Stream::new()?,
+            d2h_done: Event::new()?,
             device_name,
             layout,
             ctx,
@@ -489,7 +492,10 @@ impl CudaBackend {
         let len = self.layout.shard_major_len() as usize;
         let chunks = p.epochs * self.layout.tiles_per_epoch() as usize;
         let sl = &mut self.slots[p.slot];
-        sl.offsets_ready.sync("aggregate")?;
+        // A fault in any of the batch's kernels (or in nvCOMP) surfaces at
+        // this wait, which cannot tell which one it was.
+        sl.offsets_ready
+            .sync("the batch's H2D copy, scatter, compress or aggregate")?;
         if self.compressor.is_some() {
             let statuses = &sl.h_statuses.as_i32s()[..chunks];
             if let Some(bad) = statuses.iter().position(|&st| st != 0) {
@@ -508,7 +514,8 @@ impl CudaBackend {
             &self.output,
             "D2H copy",
         )?;
-        self.output.sync("D2H copy")?;
+        self.d2h_done.record(&self.output, "D2H copy")?;
+        self.d2h_done.sync("D2H copy")?;
         metrics.add_time(Stage::D2h, t.elapsed());
         metrics.add_time(
             Stage::H2d,

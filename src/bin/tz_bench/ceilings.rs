@@ -226,7 +226,7 @@ mod gpu {
     const H2D: &str = "h2d-pinned";
     const HOST_COPY: &str = "host-copy";
     /// Thread counts and methods the host-copy notes compare.
-    const COPY_SWEEP: [usize; 5] = [1, 4, 8, 12, 16];
+    const COPY_SWEEP: [usize; 6] = [1, 4, 8, 12, 14, 16];
     const NVCOMP: &str = "nvcomp-zstd";
     const H2D_BYTES: usize = 1 << 30;
     /// Timed runs of each GPU ceiling, after one untimed run.

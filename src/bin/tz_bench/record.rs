@@ -31,7 +31,7 @@ pub struct Record {
 
 #[derive(Debug, Serialize)]
 pub struct Commit {
-    /// `git rev-parse HEAD`, else `TZ_COMMIT`, else "unknown".
+    /// `TZ_COMMIT`, else `git rev-parse HEAD`, else "unknown".
     pub hash: String,
     /// Tracked files differ from the commit (untracked ones are not counted).
     pub dirty: Option<bool>,
@@ -136,15 +136,18 @@ pub fn commit(root: &Path) -> Commit {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
+    // A bundle's run script sets TZ_COMMIT to the commit its binaries were
+    // built from: the checkout it runs in (if any) says nothing about them.
+    if let Ok(hash) = std::env::var("TZ_COMMIT") {
+        return Commit { hash, dirty: None };
+    }
     match git(&["rev-parse", "HEAD"]) {
         Some(hash) => Commit {
             hash,
             dirty: git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
         },
-        // A machine without git (a GPU machine running a bundle) gets the
-        // commit from TZ_COMMIT, which the bundle's run script sets.
         None => Commit {
-            hash: std::env::var("TZ_COMMIT").unwrap_or_else(|_| "unknown".into()),
+            hash: "unknown".into(),
             dirty: None,
         },
     }
