@@ -23,6 +23,9 @@ const TARGET_BUFFER_BYTES: u64 = 64 << 20;
 /// at 1 GiB there, three of them by default (pinned memory).
 const GPU_TARGET_BUFFER_BYTES: u64 = 1 << 30;
 const GPU_DEFAULT_STAGING_BYTES: u64 = 3 << 30;
+/// Without compression no stage gains from large batches, and smaller ones
+/// fill and drain the pipeline sooner and even out the copies' jitter.
+const GPU_UNCOMPRESSED_BUFFER_BYTES: u64 = 256 << 20;
 const GPU_MAX_TILES_PER_CALL: u64 = 16384;
 
 /// A configuration that passed every rule, with what it implies.
@@ -144,7 +147,10 @@ impl Validated {
             &self.layout,
             self.config.staging_bytes,
             GPU_DEFAULT_STAGING_BYTES,
-            GPU_TARGET_BUFFER_BYTES,
+            match self.config.codec {
+                Codec::None => GPU_UNCOMPRESSED_BUFFER_BYTES,
+                Codec::Zstd { .. } => GPU_TARGET_BUFFER_BYTES,
+            },
         )?;
         // Small tiles: bound the tiles of one call (the compressor's tables
         // and temp memory grow with them); past this, batches gain nothing.
