@@ -83,7 +83,7 @@ for config in ${TZ_PROTOCOL_CONFIGS:-cam-32 cam-64 cam-128 tczyx frames-u8}; do
     check "protocol-$config-discard" "$here/bin/tz-bench" --config "$config" --backend gpu \
         --sink discard --bytes "$bytes" --reps 3 --out "$results/protocol-$config-gpu-discard.json"
     check "protocol-$config-fs" "$here/bin/tz-bench" --config "$config" --backend gpu \
-        --sink fs --store-dir "$store_dir" --bytes "$bytes" --reps 2 --peers --python python3 \
+        --sink fs --store-dir "$store_dir" --bytes "$bytes" --reps 2 --peers --python "$(command -v python3)" \
         --out "$results/protocol-$config-gpu-fs.json"
 done
 cd - >/dev/null

@@ -257,7 +257,7 @@ impl CudaBackend {
             None => DeviceBuffer::new(0, "compressed chunks")?,
         };
         let perm: Vec<u64> = (0..m as u64).map(|i| layout.shard_position(i)).collect();
-        let b = CudaBackend {
+        let mut b = CudaBackend {
             epochs_per_batch: epochs,
             tile_stride,
             chunk_stride,
@@ -287,7 +287,39 @@ impl CudaBackend {
             .upload_async(&perm, &b.compute, "uploading the permutation")?;
         b.upload_chunk_tables()?;
         b.compute.sync("uploading tables")?;
+        b.warm_up()?;
         Ok(b)
+    }
+
+    /// One compress call on a single tile at creation: nvCOMP loads its
+    /// kernels on first use, a cost the first batch of the acquisition
+    /// would otherwise pay.
+    fn warm_up(&mut self) -> Result<()> {
+        let tile_bytes = self.layout.tile_bytes();
+        let s = &self.compute;
+        let Some(c) = &mut self.compressor else {
+            return Ok(());
+        };
+        c.temp
+            .zero_async(c.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
+        let batch = ZstdCompressBatch {
+            uncompressed_ptrs: c.in_ptrs[0].ptr,
+            uncompressed_bytes: c.in_sizes.ptr,
+            max_uncompressed_chunk_bytes: tile_bytes,
+            num_chunks: 1,
+            temp: c.temp.ptr,
+            temp_bytes: c.temp.bytes,
+            compressed_ptrs: c.out_ptrs.ptr,
+            compressed_bytes: self.d_sizes.ptr,
+            statuses: c.statuses.ptr,
+        };
+        // SAFETY: the tables' first entries point at slot 0's first tile and
+        // the first compressed chunk; the temp buffer, sized for a whole
+        // batch of this tile size, is larger than one chunk needs.
+        unsafe { c.nvcomp.zstd_compress_async(&batch, &c.opts, s.0 as _) }
+            .map_err(|e| gpu_err("warming up the compressor", e))?;
+        c.last_shape = Some((1, tile_bytes));
+        s.sync("warming up the compressor")
     }
 
     /// The per-chunk pointer and size arrays nvCOMP reads: fixed for the
