@@ -1,6 +1,7 @@
 //! The CPU stages one by one on one cam-32 epoch of microscopy data (4096
-//! tiles of 32x32x32 uint16): scatter (gather plans), zstd level 1 on one
-//! thread and on every core (the CPU zstd ceiling), aggregation by shard,
+//! tiles of 32x32x32 uint16): scatter (gather plans), zstd level 1 and
+//! blosc (zstd level 1, byte shuffle) on one thread and on every core (the
+//! CPU compressor ceilings), aggregation by shard,
 //! shard assembly and emission.
 //!
 //! `cargo bench --bench cpu_stages`
@@ -9,7 +10,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rayon::prelude::*;
 use std::time::Duration;
 use tiledzarr::codec::ChunkCompressor;
-use tiledzarr::config::{Codec, IndexLocation};
+use tiledzarr::config::{Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::{Dim, Layout};
 use tiledzarr::shard::{CompressedEpoch, ShardAssembler};
 use tiledzarr::synth::{Generator, Pattern};
@@ -61,29 +62,35 @@ fn stages(c: &mut Criterion) {
     g.bench_function("scatter", |b| b.iter(|| gather_all(&l, &input)));
 
     let codec = Codec::Zstd { level: 1 };
-    g.bench_function("zstd1/one-thread", |b| {
-        let mut z = ChunkCompressor::new(codec).unwrap();
-        let mut out = Vec::new();
-        b.iter(|| {
-            for t in &tiles {
-                z.compress(t, &mut out).unwrap();
-            }
-        })
-    });
-    g.bench_function("zstd1/all-cores", |b| {
-        b.iter(|| {
-            tiles.par_iter().for_each_init(
-                || (ChunkCompressor::new(codec).unwrap(), Vec::new()),
-                |(z, out), t| z.compress(t, out).unwrap(),
-            )
-        })
-    });
+    let blosc = Codec::Blosc {
+        level: 1,
+        shuffle: Shuffle::Byte,
+    };
+    for (name, codec) in [("zstd1", codec), ("blosc-zstd1-shuffle", blosc)] {
+        g.bench_function(format!("{name}/one-thread"), |b| {
+            let mut z = ChunkCompressor::new(codec, 2).unwrap();
+            let mut out = Vec::new();
+            b.iter(|| {
+                for t in &tiles {
+                    z.compress(t, &mut out).unwrap();
+                }
+            })
+        });
+        g.bench_function(format!("{name}/all-cores"), |b| {
+            b.iter(|| {
+                tiles.par_iter().for_each_init(
+                    || (ChunkCompressor::new(codec, 2).unwrap(), Vec::new()),
+                    |(z, out), t| z.compress(t, out).unwrap(),
+                )
+            })
+        });
+    }
 
     let chunks: Vec<Vec<u8>> = tiles
         .par_iter()
         .map(|t| {
             let mut out = Vec::new();
-            ChunkCompressor::new(codec)
+            ChunkCompressor::new(codec, 2)
                 .unwrap()
                 .compress(t, &mut out)
                 .unwrap();

@@ -129,8 +129,19 @@ enum tz_codec
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
+  /**
+   * zstd at `level` (-7 to 22).
+   */
   TZ_CODEC_ZSTD = 0,
+  /**
+   * Tiles stored raw.
+   */
   TZ_CODEC_NONE = 1,
+  /**
+   * Blosc1 frames with zstd inside at blosc `level` (0 to 9), byte
+   * shuffle by the element size (the Zarr v3 `blosc` codec). CPU only.
+   */
+  TZ_CODEC_BLOSC = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -249,7 +260,7 @@ typedef struct tz_config {
    */
   uint32_t codec;
   /**
-   * zstd level (-7 to 22).
+   * Compression level: zstd -7 to 22, blosc 0 to 9.
    */
   int32_t level;
   /**

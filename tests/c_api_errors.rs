@@ -104,6 +104,10 @@ fn bad_configurations_name_the_field_and_rule() {
         (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 2}, {"size": 4, "tile": 0}]}"#.into(), &["dimensions[1].tile", "at least 1"]),
         (json_with(r#", "codec": {"name": "zstd", "level": 23}"#), &["codec.level", "23"]),
         (json_with(r#", "codec": {"name": "zstd", "level": -8}"#), &["codec.level", "-8"]),
+        (json_with(r#", "codec": {"name": "blosc", "level": 10}"#), &["codec.level", "0 to 9", "10"]),
+        (json_with(r#", "codec": {"name": "blosc", "level": -1}"#), &["codec.level", "-1"]),
+        (json_with(r#", "codec": {"name": "blosc", "shuffle": "nibble"}"#), &["codec", "nibble"]),
+        (json_with(r#", "codec": {"name": "blosc", "cname": "lz4"}"#), &["codec", "cname"]),
         (
             r#"{"dtype": "uint8", "dimensions": [{"size": 4294967296, "tile": 1}, {"size": 2147483648, "tile": 1}, {"size": 4, "tile": 1}]}"#.into(),
             &["dimensions[2].size", "element count", "overflows"],
@@ -171,9 +175,15 @@ fn a_tz_config_is_checked_like_json() {
     assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
     assert!(last_error().contains("backend"));
     cfg.backend = 0;
-    // Neither store nor sink: nothing would keep the data.
     let dims = [dim(0, 4), dim(16, 4)];
     cfg.dimensions = dims.as_ptr();
+    // Blosc takes levels 0 to 9 from the same field as zstd.
+    cfg.codec = tz_codec::TZ_CODEC_BLOSC as u32;
+    cfg.level = 12;
+    assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
+    assert!(last_error().contains("codec.level"), "{}", last_error());
+    cfg.level = 1;
+    // Neither store nor sink: nothing would keep the data.
     assert_eq!(
         tz_create(&cfg, &mut s),
         code(tz_status::TZ_ERR_INVALID_ARGUMENT)
@@ -204,6 +214,46 @@ fn the_gpu_backend_is_used_or_refused_with_the_reason() {
             &["gpu", "requested, but"],
         );
     }
+}
+
+#[test]
+fn blosc_is_refused_by_the_gpu_backend_and_runs_on_the_cpu_under_auto() {
+    let blosc = r#", "codec": {"name": "blosc", "level": 1}"#;
+    // Refused on any machine, GPU or not: the reason names the codec.
+    let gpu = json_with(&format!(r#"{blosc}, "backend": "gpu""#));
+    let auto = json_with(&format!(r#"{blosc}, "backend": "auto""#));
+    assert_create_fails(
+        &gpu,
+        tz_status::TZ_ERR_BACKEND_UNAVAILABLE,
+        &["gpu", "requested, but", "codec blosc", "CPU only"],
+    );
+    // The memory estimate makes the same choice.
+    let (gpu_c, auto_c) = (cstring(&gpu), cstring(&auto));
+    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+    assert_eq!(
+        tz_estimate_memory_json(gpu_c.as_ptr(), plan.as_mut_ptr()),
+        code(tz_status::TZ_ERR_BACKEND_UNAVAILABLE)
+    );
+    assert!(last_error().contains("codec blosc"), "{}", last_error());
+    // "auto" falls back to the CPU and says why.
+    assert_eq!(
+        tz_estimate_memory_json(auto_c.as_ptr(), plan.as_mut_ptr()),
+        OK
+    );
+    assert_eq!(
+        unsafe { plan.assume_init() }.backend,
+        tz_backend::TZ_BACKEND_CPU as u32
+    );
+    let sink = Collected::default();
+    let s = create_json(&auto, Some(&sink)).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
+    assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
+    let m = unsafe { m.assume_init() };
+    assert_eq!(m.backend, tz_backend::TZ_BACKEND_CPU as u32);
+    let reason = unsafe { CStr::from_ptr(m.backend_reason.as_ptr()) };
+    let reason = reason.to_str().unwrap();
+    assert!(reason.contains("codec blosc"), "{reason}");
+    tz_destroy(s);
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! edges, all eleven dtypes, unbounded dimension 0 ending in a partial epoch,
 //! writes of random size from 1 byte to several MiB, both index locations.
 //! Every shard is decoded by `support::decode`, which shares no code with the
-//! library (index parsed, crc32c checked, zstd decoded, tiles un-tiled).
+//! library (index parsed, crc32c checked, zstd or blosc decoded, tiles
+//! un-tiled). Blosc streams get compressible data, so that their frames are
+//! really shuffled and compressed rather than stored.
 
 mod common;
 mod support;
@@ -13,6 +15,14 @@ use support::decode::{self, decode_array, decode_store};
 use tiledzarr::ffi::*;
 use tiledzarr::DType;
 
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum TileCodec {
+    None,
+    Zstd,
+    /// Blosc1 + zstd with this shuffle (the JSON name).
+    Blosc(&'static str),
+}
+
 #[derive(Debug, Clone)]
 struct Case {
     dtype: DType,
@@ -21,7 +31,7 @@ struct Case {
     /// Bytes streamed in total.
     bytes: usize,
     index_at_start: bool,
-    zstd: bool,
+    codec: TileCodec,
     /// Largest single write.
     max_write: usize,
 }
@@ -51,17 +61,24 @@ impl Case {
             .iter()
             .map(|(s, t, p)| format!(r#"{{"size": {s}, "tile": {t}, "tiles_per_shard": {p}}}"#))
             .collect();
-        let codec = if self.zstd {
-            r#"{"name": "zstd", "level": 3}"#
-        } else {
-            r#"{"name": "none"}"#
+        let codec = match self.codec {
+            TileCodec::Zstd => r#"{"name": "zstd", "level": 3}"#.to_string(),
+            TileCodec::None => r#"{"name": "none"}"#.to_string(),
+            TileCodec::Blosc(shuffle) => {
+                format!(r#"{{"name": "blosc", "level": 2, "shuffle": "{shuffle}"}}"#)
+            }
         };
         format!(
             r#"{{"dtype": "{}", "dimensions": [{}], "codec": {codec}, "backend": "{}",
                 "index_location": "{}", "threads": 2, "staging_bytes": {}}}"#,
             self.dtype.name(),
             dims.join(", "),
-            test_backend(),
+            // Blosc runs on the CPU only: "auto" falls back to it, also
+            // where the suite runs on a GPU.
+            match self.codec {
+                TileCodec::Blosc(_) => "auto".to_string(),
+                _ => test_backend(),
+            },
             if self.index_at_start { "start" } else { "end" },
             self.staging_bytes(),
         )
@@ -126,10 +143,45 @@ fn random_case(rng: &mut Rng, dtype: DType, max_bytes: usize) -> Case {
             dims,
             bytes,
             index_at_start: rng.range(0, 1) == 1,
-            zstd: rng.range(0, 4) != 0,
+            codec: if rng.range(0, 4) != 0 {
+                TileCodec::Zstd
+            } else {
+                TileCodec::None
+            },
             max_write: 4 << 20,
         };
     }
+}
+
+/// What the decoder expects of each chunk.
+fn decode_codec(case: &Case) -> decode::Codec {
+    match case.codec {
+        TileCodec::None => decode::Codec::None,
+        TileCodec::Zstd => decode::Codec::Zstd,
+        TileCodec::Blosc(shuffle) => decode::Codec::Blosc(decode::Blosc {
+            typesize: case.elem(),
+            shuffle: match shuffle {
+                "byte" => decode::BloscShuffle::Byte,
+                "bit" => decode::BloscShuffle::Bit,
+                _ => decode::BloscShuffle::None,
+            },
+            compressor: 4, // zstd
+        }),
+    }
+}
+
+/// Elements that compress, as camera pixels do: a slow ramp with a few
+/// noisy low bits, little endian, `bytes` long (may end mid-element).
+fn compressible(rng: &mut Rng, bytes: usize, elem: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes + elem);
+    let mut i = 0u64;
+    while out.len() < bytes {
+        let v = (i / 7) * 3 + rng.next() % 8;
+        out.extend_from_slice(&v.to_le_bytes()[..elem]);
+        i += 1;
+    }
+    out.truncate(bytes);
+    out
 }
 
 /// Streams `data` per `case` through the C API and returns the shards.
@@ -162,14 +214,13 @@ fn stream(case: &Case, data: &[u8], rng: &mut Rng) -> Collected {
 }
 
 fn check(case: &Case, rng: &mut Rng) {
-    let data = rng.bytes(case.bytes);
+    let data = match case.codec {
+        TileCodec::Blosc(_) => compressible(rng, case.bytes, case.elem()),
+        _ => rng.bytes(case.bytes),
+    };
     let sink = stream(case, &data, rng);
     let shards = sink.shards.into_inner().unwrap();
-    let codec = if case.zstd {
-        decode::Codec::Zstd
-    } else {
-        decode::Codec::None
-    };
+    let codec = decode_codec(case);
     let loc = if case.index_at_start {
         decode::IndexLocation::Start
     } else {
@@ -213,10 +264,27 @@ fn unbounded_stream_ending_mid_element_is_padded() {
         dims: vec![(0, 3, 2), (7, 2, 2), (5, 5, 1)],
         bytes: 7 * 5 * 4 * 4 + 6, // four planes and a half element
         index_at_start: false,
-        zstd: true,
+        codec: TileCodec::Zstd,
         max_write: 64,
     };
     check(&case, &mut Rng(9));
+}
+
+#[test]
+fn blosc_round_trips_every_dtype_and_shuffle() {
+    let mut rng = Rng(0xb105c);
+    let shuffles = ["byte", "bit", "none"];
+    for (i, dtype) in DType::ALL.into_iter().enumerate() {
+        let mut case = random_case(&mut rng, dtype, 1 << 20);
+        case.codec = TileCodec::Blosc(shuffles[i % 3]);
+        check(&case, &mut rng);
+    }
+    // Every element size with byte shuffle, the default, on a larger stream.
+    for dtype in [DType::Uint8, DType::Uint16, DType::Float32, DType::Int64] {
+        let mut case = random_case(&mut rng, dtype, 8 << 20);
+        case.codec = TileCodec::Blosc("byte");
+        check(&case, &mut rng);
+    }
 }
 
 #[test]

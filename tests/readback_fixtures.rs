@@ -57,6 +57,69 @@ fn fixtures() -> Vec<Fixture> {
         index: "end",
         pattern: Pattern::Sparse,
     });
+    // Blosc1 + zstd: every element size and all three shuffles, ragged
+    // edges and both index locations; the readers decode the frames with
+    // their own c-blosc (numcodecs) and blosc implementation (tensorstore).
+    let blosc = [
+        (
+            "uint16-byte",
+            DType::Uint16,
+            r#"{"name": "blosc", "level": 1}"#,
+            "end",
+        ),
+        (
+            "uint8-byte",
+            DType::Uint8,
+            r#"{"name": "blosc", "level": 1, "shuffle": "byte"}"#,
+            "start",
+        ),
+        (
+            "float64-byte",
+            DType::Float64,
+            r#"{"name": "blosc", "level": 3}"#,
+            "end",
+        ),
+        (
+            "uint16-bit",
+            DType::Uint16,
+            r#"{"name": "blosc", "level": 5, "shuffle": "bit"}"#,
+            "start",
+        ),
+        (
+            "int32-none",
+            DType::Int32,
+            r#"{"name": "blosc", "level": 9, "shuffle": "none"}"#,
+            "end",
+        ),
+        (
+            "float32-level0",
+            DType::Float32,
+            r#"{"name": "blosc", "level": 0}"#,
+            "end",
+        ),
+    ];
+    for (name, dtype, codec, index) in blosc {
+        out.push(Fixture {
+            name: format!("blosc-{name}"),
+            dtype,
+            dims: vec![(0, 4, 2), (45, 16, 2), (70, 32, 2)],
+            planes: 11,
+            extra_elems: 17,
+            codec,
+            index,
+            pattern: Pattern::Microscopy,
+        });
+    }
+    out.push(Fixture {
+        name: "cam32-like-blosc".into(),
+        dtype: DType::Uint16,
+        dims: vec![(0, 32, 1), (512, 32, 16), (512, 32, 16)],
+        planes: 70,
+        extra_elems: 0,
+        codec: r#"{"name": "blosc", "level": 1}"#,
+        index: "end",
+        pattern: Pattern::Microscopy,
+    });
     out.push(Fixture {
         name: "cam32-like".into(),
         dtype: DType::Uint16,

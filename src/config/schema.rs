@@ -65,6 +65,28 @@ pub enum Codec {
         #[serde(default = "one_i32")]
         level: i32,
     },
+    /// Blosc1 frames (the Zarr v3 `blosc` codec) with zstd inside, at blosc
+    /// `level` (see [`super::BLOSC_LEVELS`]), shuffled by the element size
+    /// first. The inner compressor is always zstd.
+    Blosc {
+        #[serde(default = "one_i32")]
+        level: i32,
+        #[serde(default)]
+        shuffle: Shuffle,
+    },
+}
+
+/// The shuffle filter of the blosc codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shuffle {
+    /// Byte `k` of every element together: what makes uint16 images compress.
+    #[default]
+    Byte,
+    /// Bit `k` of every element together.
+    Bit,
+    /// The elements as they are.
+    None,
 }
 
 fn one_i32() -> i32 {

@@ -7,6 +7,9 @@ use std::ops::RangeInclusive;
 /// zstd levels accepted (negative levels are zstd's fast modes).
 pub const ZSTD_LEVELS: RangeInclusive<i32> = -7..=22;
 
+/// blosc levels accepted (0 stores the tiles in frames uncompressed).
+pub const BLOSC_LEVELS: RangeInclusive<i32> = 0..=9;
+
 /// Most worker threads a stream may ask for.
 pub const MAX_THREADS: u32 = 1024;
 
@@ -51,18 +54,7 @@ impl Config {
             .map(|d| Dim::new(d.size, d.tile, d.tiles_per_shard))
             .collect();
         let layout = Layout::new(&dims, self.dtype.size()).map_err(layout_error)?;
-        if let Codec::Zstd { level } = self.codec {
-            if !ZSTD_LEVELS.contains(&level) {
-                return Err(ConfigError::new(
-                    "codec.level",
-                    format!(
-                        "must be {} to {}, got {level}",
-                        ZSTD_LEVELS.start(),
-                        ZSTD_LEVELS.end()
-                    ),
-                ));
-            }
-        }
+        check_codec(self.codec, layout.tile_bytes())?;
         if self.threads > MAX_THREADS {
             return Err(ConfigError::new(
                 "threads",
@@ -102,6 +94,37 @@ impl Config {
             threads,
         })
     }
+}
+
+/// The codec's level range, and what a blosc frame can hold.
+fn check_codec(codec: Codec, tile_bytes: usize) -> Result<(), ConfigError> {
+    let (level, levels) = match codec {
+        Codec::None => return Ok(()),
+        Codec::Zstd { level } => (level, ZSTD_LEVELS),
+        Codec::Blosc { level, .. } => (level, BLOSC_LEVELS),
+    };
+    if !levels.contains(&level) {
+        return Err(ConfigError::new(
+            "codec.level",
+            format!(
+                "must be {} to {}, got {level}",
+                levels.start(),
+                levels.end()
+            ),
+        ));
+    }
+    // A Blosc1 frame's sizes are 32-bit: its input is at most INT_MAX less
+    // the header, a little less than the largest tile the layout allows.
+    if matches!(codec, Codec::Blosc { .. }) && tile_bytes > blosc1::MAX_INPUT_BYTES {
+        return Err(ConfigError::new(
+            "codec",
+            format!(
+                "blosc takes tiles of at most {} bytes, a tile here is {tile_bytes}",
+                blosc1::MAX_INPUT_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Splits the staging budget into buffers of whole epochs: at least two
@@ -149,7 +172,8 @@ impl Validated {
             GPU_DEFAULT_STAGING_BYTES,
             match self.config.codec {
                 Codec::None => GPU_UNCOMPRESSED_BUFFER_BYTES,
-                Codec::Zstd { .. } => GPU_TARGET_BUFFER_BYTES,
+                // Blosc never reaches the GPU (its probe refuses it).
+                Codec::Zstd { .. } | Codec::Blosc { .. } => GPU_TARGET_BUFFER_BYTES,
             },
         )?;
         // Small tiles: bound the tiles of one call (the compressor's tables
@@ -180,6 +204,7 @@ fn layout_error(e: LayoutError) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Shuffle;
 
     fn err(json: &str) -> ConfigError {
         Config::from_json(json)
@@ -200,12 +225,56 @@ mod tests {
     }
 
     #[test]
+    fn blosc_defaults_to_level_1_byte_shuffle() {
+        let parse = |codec: &str| {
+            Config::from_json(&format!(
+                r#"{{"dtype": "uint16", {DIMS}, "codec": {codec}}}"#
+            ))
+            .unwrap()
+        };
+        let c = parse(r#"{"name": "blosc"}"#);
+        let byte = Codec::Blosc {
+            level: 1,
+            shuffle: Shuffle::Byte,
+        };
+        assert_eq!(c.codec, byte);
+        let c = parse(r#"{"name": "blosc", "level": 9, "shuffle": "bit"}"#);
+        let bit = Codec::Blosc {
+            level: 9,
+            shuffle: Shuffle::Bit,
+        };
+        assert_eq!(c.codec, bit);
+        assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+        let c = parse(r#"{"name": "blosc", "level": 0, "shuffle": "none"}"#);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn blosc_tiles_fit_a_frame() {
+        let json = |tile: usize| {
+            format!(
+                r#"{{"dtype": "uint8", "dimensions": [{{"size": 0, "tile": {tile}}}],
+                    "codec": {{"name": "blosc"}}}}"#
+            )
+        };
+        let max = blosc1::MAX_INPUT_BYTES;
+        assert!(Config::from_json(&json(max)).unwrap().validate().is_ok());
+        let e = err(&json(max + 1));
+        assert_eq!(e.field, "codec", "{e}");
+        assert!(e.rule.contains("blosc"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             (r#"{"dtype": "uint16", "dimensions": [], "bogus": 1}"#.to_string(), "bogus"),
             (r#"{"dtype": "uint17", "dimensions": []}"#.into(), "dtype"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "lz4"}}}}"#), "codec"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "zstd", "level": 99}}}}"#), "codec.level"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "level": 10}}}}"#), "codec.level"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "level": -1}}}}"#), "codec.level"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "shuffle": "word"}}}}"#), "codec"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "cname": "lz4"}}}}"#), "codec"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "backend": "tpu"}}"#), "backend"),
             (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 0}]}"#.into(), "dimensions[0].tile"),
             (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 1}, {"size": 0, "tile": 1}]}"#.into(), "dimensions[1].size"),

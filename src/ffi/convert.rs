@@ -1,7 +1,9 @@
 //! `tz_config` (C) to [`Config`] (Rust). Every pointer is checked here.
 
 use super::types::{tz_config, tz_dimension};
-use crate::config::{BackendChoice, Codec, Config, DType, Dimension, IndexLocation, Store};
+use crate::config::{
+    BackendChoice, Codec, Config, DType, Dimension, IndexLocation, Shuffle, Store,
+};
 use crate::error::{Error, Result};
 use crate::layout::MAX_RANK;
 use std::ffi::{c_char, CStr};
@@ -60,6 +62,11 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
     let codec = match c.codec {
         0 => Codec::Zstd { level: c.level },
         1 => Codec::None,
+        // The JSON form also offers bit shuffle and no shuffle.
+        2 => Codec::Blosc {
+            level: c.level,
+            shuffle: Shuffle::Byte,
+        },
         n => return Err(bad("codec", format!("unknown tz_codec value {n}"))),
     };
     let backend = match c.backend {

@@ -27,8 +27,13 @@ pub enum tz_dtype {
 #[derive(Debug, Clone, Copy)]
 #[allow(non_camel_case_types)]
 pub enum tz_codec {
+    /// zstd at `level` (-7 to 22).
     TZ_CODEC_ZSTD = 0,
+    /// Tiles stored raw.
     TZ_CODEC_NONE = 1,
+    /// Blosc1 frames with zstd inside at blosc `level` (0 to 9), byte
+    /// shuffle by the element size (the Zarr v3 `blosc` codec). CPU only.
+    TZ_CODEC_BLOSC = 2,
 }
 
 /// Backends. In `tz_metrics.backend`, only CPU or GPU appear.
@@ -99,7 +104,7 @@ pub struct tz_config {
     pub dimensions: *const tz_dimension,
     /// A `tz_codec`.
     pub codec: u32,
-    /// zstd level (-7 to 22).
+    /// Compression level: zstd -7 to 22, blosc 0 to 9.
     pub level: i32,
     /// A `tz_backend`.
     pub backend: u32,

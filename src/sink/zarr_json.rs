@@ -31,7 +31,7 @@ pub fn zarr_json(v: &Validated, planes: u64) -> String {
             "name": "sharding_indexed",
             "configuration": {
                 "chunk_shape": layout.tile_shape(),
-                "codecs": zarr_chunk_codecs(v.config.codec),
+                "codecs": zarr_chunk_codecs(v.config.codec, v.layout.elem_size()),
                 "index_codecs": [
                     {"name": "bytes", "configuration": {"endian": "little"}},
                     {"name": "crc32c"}

@@ -6,9 +6,15 @@
 //!
 //! Supported: `regular` chunk grid, `default` chunk key encoding, one
 //! `sharding_indexed` codec whose inner codecs are `bytes` (little endian)
-//! optionally followed by `zstd`, and whose index codecs are `bytes` (little
-//! endian) then `crc32c`. Anything else is reported as an error rather than
-//! guessed at.
+//! optionally followed by `zstd` or `blosc`, and whose index codecs are
+//! `bytes` (little endian) then `crc32c`. Anything else is reported as an
+//! error rather than guessed at.
+//!
+//! Blosc frames are decoded with c-blosc (through the `blosc1` crate, which
+//! the writer uses too), so their headers are checked here from the Blosc1
+//! chunk format alone: sizes, element size, shuffle and compressor must be
+//! what the metadata says. zarr-python and tensorstore decode them
+//! independently (`tests/readback`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,6 +42,76 @@ pub enum IndexLocation {
 pub enum Codec {
     None,
     Zstd,
+    Blosc(Blosc),
+}
+
+/// What the `blosc` codec's metadata promises about every frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blosc {
+    pub typesize: usize,
+    pub shuffle: BloscShuffle,
+    /// The compressor's code in the frame header's flags (bits 5-7):
+    /// blosclz 0, lz4 and lz4hc 1, snappy 2, zlib 3, zstd 4.
+    pub compressor: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BloscShuffle {
+    None,
+    Byte,
+    Bit,
+}
+
+/// Checks a Blosc1 frame's 16-byte header (the Blosc chunk format: version,
+/// compressor version, flags, typesize, then u32 LE nbytes, blocksize,
+/// cbytes) against the metadata and the tile it must decode to.
+pub fn check_blosc_header(frame: &[u8], expect: &Blosc, tile_bytes: usize) -> Result<(), String> {
+    let Some(header) = frame.get(..16) else {
+        return Err(format!(
+            "blosc frame of {} bytes has no header",
+            frame.len()
+        ));
+    };
+    let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().unwrap()) as usize;
+    let (version, flags, typesize) = (header[0], header[2], header[3] as usize);
+    let (nbytes, cbytes) = (u32_at(4), u32_at(12));
+    if !(1..=2).contains(&version) {
+        return Err(format!("blosc frame format version {version}, not Blosc1"));
+    }
+    if cbytes != frame.len() || nbytes != tile_bytes {
+        return Err(format!(
+            "blosc header says {nbytes} bytes in {cbytes}, expected {tile_bytes} in {}",
+            frame.len()
+        ));
+    }
+    let shuffle = match (flags & 0b001 != 0, flags & 0b100 != 0) {
+        (false, false) => BloscShuffle::None,
+        (true, false) => BloscShuffle::Byte,
+        (false, true) => BloscShuffle::Bit,
+        (true, true) => return Err(format!("blosc flags {flags:#010b}: both shuffles")),
+    };
+    if shuffle != expect.shuffle {
+        return Err(format!(
+            "blosc frame shuffled {shuffle:?}, the metadata says {:?}",
+            expect.shuffle
+        ));
+    }
+    if expect.shuffle != BloscShuffle::None && typesize != expect.typesize {
+        return Err(format!(
+            "blosc frame typesize {typesize}, the metadata says {}",
+            expect.typesize
+        ));
+    }
+    // A frame stored raw (bit 1, "memcpyed") names no compressor in use.
+    let memcpyed = flags & 0b010 != 0;
+    if !memcpyed && flags >> 5 != expect.compressor {
+        return Err(format!(
+            "blosc frame compressed with code {}, the metadata's cname has code {}",
+            flags >> 5,
+            expect.compressor
+        ));
+    }
+    Ok(())
 }
 
 /// An index entry with this offset and size marks a chunk that is not stored.
@@ -186,6 +262,11 @@ pub fn decode_array(
                 Codec::None => stored.to_vec(),
                 Codec::Zstd => zstd::stream::decode_all(stored)
                     .map_err(|e| fail(format!("chunk {k} (tile {tile:?}): zstd: {e}")))?,
+                Codec::Blosc(b) => {
+                    let fail_blosc = |e: String| fail(format!("chunk {k} (tile {tile:?}): {e}"));
+                    check_blosc_header(stored, &b, tile_bytes).map_err(fail_blosc)?;
+                    blosc1::decompress(stored).map_err(|e| fail_blosc(e.to_string()))?
+                }
             };
             if decoded.len() != tile_bytes {
                 return Err(fail(format!(
@@ -397,6 +478,9 @@ fn parse_metadata(meta: &serde_json::Value) -> Result<Layout, String> {
     let codec = match inner.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         [b] if little_endian_bytes(b) => Codec::None,
         [b, z] if little_endian_bytes(b) && name_of(z) == "zstd" => Codec::Zstd,
+        [b, z] if little_endian_bytes(b) && name_of(z) == "blosc" => {
+            Codec::Blosc(parse_blosc(z).map_err(|e| format!("blosc codec {z}: {e}"))?)
+        }
         _ => return Err(format!("unsupported inner codecs {inner}")),
     };
     let index_codecs = field(&config, "index_codecs")?;
@@ -440,6 +524,45 @@ fn parse_metadata(meta: &serde_json::Value) -> Result<Layout, String> {
         dims,
         codec,
         loc,
+    })
+}
+
+/// The Zarr v3 `blosc` codec's configuration, every member checked
+/// against the codec's specification.
+fn parse_blosc(codec: &serde_json::Value) -> Result<Blosc, String> {
+    use serde_json::Value;
+    let config = codec.get("configuration").ok_or("no configuration")?;
+    let member = |key: &str| config.get(key).ok_or(format!("no {key:?}"));
+    let compressor = match member("cname")?.as_str() {
+        Some("blosclz") => 0,
+        Some("lz4" | "lz4hc") => 1,
+        Some("snappy") => 2,
+        Some("zlib") => 3,
+        Some("zstd") => 4,
+        _ => return Err("unknown cname".into()),
+    };
+    if member("clevel")?.as_u64().is_none_or(|l| l > 9) {
+        return Err("clevel is not 0 to 9".into());
+    }
+    let shuffle = match member("shuffle")?.as_str() {
+        Some("noshuffle") => BloscShuffle::None,
+        Some("shuffle") => BloscShuffle::Byte,
+        Some("bitshuffle") => BloscShuffle::Bit,
+        _ => return Err("unknown shuffle".into()),
+    };
+    // Required unless there is no shuffle.
+    let typesize = match config.get("typesize").map(Value::as_u64) {
+        Some(Some(t)) if t >= 1 => t as usize,
+        None if shuffle == BloscShuffle::None => 0,
+        _ => return Err("typesize is not a positive integer".into()),
+    };
+    if !member("blocksize")?.is_u64() {
+        return Err("blocksize is not a non-negative integer".into());
+    }
+    Ok(Blosc {
+        typesize,
+        shuffle,
+        compressor,
     })
 }
 
@@ -551,6 +674,7 @@ mod tests {
                 let stored = match codec {
                     Codec::None => tile,
                     Codec::Zstd => zstd::bulk::compress(&tile, 1).unwrap(),
+                    Codec::Blosc(b) => blosc_frame(&b, &tile),
                 };
                 let base = match loc {
                     IndexLocation::Start => index_len(chunks),
@@ -569,6 +693,31 @@ mod tests {
             shards.insert(shard, bytes);
         }
         shards
+    }
+
+    /// A zstd Blosc1 frame as the metadata `b` describes.
+    fn blosc_frame(b: &Blosc, tile: &[u8]) -> Vec<u8> {
+        let shuffle = match b.shuffle {
+            BloscShuffle::None => blosc1::Shuffle::None,
+            BloscShuffle::Byte => blosc1::Shuffle::Byte,
+            BloscShuffle::Bit => blosc1::Shuffle::Bit,
+        };
+        let params = blosc1::Params {
+            level: 1,
+            shuffle,
+            typesize: b.typesize,
+        };
+        let mut out = Vec::new();
+        blosc1::compress(&params, tile, &mut out).unwrap();
+        out
+    }
+
+    fn blosc(typesize: usize, shuffle: BloscShuffle) -> Codec {
+        Codec::Blosc(Blosc {
+            typesize,
+            shuffle,
+            compressor: 4,
+        })
     }
 
     fn dims(spec: &[(u64, u64, u64)]) -> Vec<Dim> {
@@ -590,7 +739,14 @@ mod tests {
         let d = dims(spec);
         let n: u64 = spec.iter().map(|s| s.0).product();
         let data = pattern(n as usize * elem);
-        for codec in [Codec::None, Codec::Zstd] {
+        let codecs = [
+            Codec::None,
+            Codec::Zstd,
+            blosc(elem, BloscShuffle::Byte),
+            blosc(elem, BloscShuffle::Bit),
+            blosc(elem, BloscShuffle::None),
+        ];
+        for codec in codecs {
             for loc in [IndexLocation::Start, IndexLocation::End] {
                 let shards = encode(&d, elem, codec, loc, Zeros::Store, &data);
                 let decoded = decode_array(&d, elem, codec, loc, &shards).unwrap();
@@ -729,6 +885,51 @@ mod tests {
         );
     }
 
+    #[test]
+    fn blosc_headers_must_agree_with_the_metadata() {
+        // Tiles large enough to be compressed (c-blosc stores tiny ones raw).
+        let d = dims(&[(4000, 1000, 2)]);
+        let data: Vec<u8> = (0..8000).map(|i| (i / 64) as u8).collect();
+        let loc = IndexLocation::End;
+        let shards = encode(
+            &d,
+            2,
+            blosc(2, BloscShuffle::Byte),
+            loc,
+            Zeros::Store,
+            &data,
+        );
+        let decoded = decode_array(&d, 2, blosc(2, BloscShuffle::Byte), loc, &shards);
+        assert_eq!(decoded.unwrap(), data);
+        for (wrong, word) in [
+            (blosc(4, BloscShuffle::Byte), "typesize"),
+            (blosc(2, BloscShuffle::Bit), "shuffled"),
+            (blosc(2, BloscShuffle::None), "shuffled"),
+            (
+                Codec::Blosc(Blosc {
+                    typesize: 2,
+                    shuffle: BloscShuffle::Byte,
+                    compressor: 1,
+                }),
+                "compressed with code 4",
+            ),
+        ] {
+            let err = decode_array(&d, 2, wrong, loc, &shards).unwrap_err();
+            assert!(err.contains(word), "{wrong:?}: {err}");
+        }
+        // A frame cut short, its index entry made to match.
+        let mut shards = shards;
+        let shard = shards.get_mut(&vec![0]).unwrap();
+        let n = u64::from_le_bytes(
+            shard[shard.len() - 28..shard.len() - 20]
+                .try_into()
+                .unwrap(),
+        );
+        set_entry(shard, 2, 0, 0, n - 1);
+        let err = decode_array(&d, 2, blosc(2, BloscShuffle::Byte), loc, &shards).unwrap_err();
+        assert!(err.contains("blosc header"), "{err}");
+    }
+
     fn write_store(dir: &Path, meta: &serde_json::Value, shards: &HashMap<Vec<u64>, Vec<u8>>) {
         std::fs::write(dir.join("zarr.json"), meta.to_string()).unwrap();
         for (coord, bytes) in shards {
@@ -815,6 +1016,48 @@ mod tests {
         assert!(decode_store(dir.path())
             .unwrap_err()
             .contains("inner codecs"));
+    }
+
+    #[test]
+    fn reads_a_blosc_store_and_checks_its_configuration() {
+        let d = dims(&[(6, 2, 2), (300, 100, 3)]);
+        let data: Vec<u8> = (0..6 * 300 * 2).map(|i| (i / 64) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let shards = encode(
+            &d,
+            2,
+            blosc(2, BloscShuffle::Byte),
+            IndexLocation::End,
+            Zeros::Store,
+            &data,
+        );
+        let with = |configuration: serde_json::Value| {
+            let mut meta = metadata(&[6, 300], &[4, 300], &[2, 100], "end");
+            meta["codecs"][0]["configuration"]["codecs"][1] =
+                serde_json::json!({"name": "blosc", "configuration": configuration});
+            write_store(dir.path(), &meta, &shards);
+            decode_store(dir.path())
+        };
+        let good = serde_json::json!({
+            "cname": "zstd", "clevel": 1, "shuffle": "shuffle", "typesize": 2, "blocksize": 0
+        });
+        assert!(with(good.clone()).unwrap().2 == data);
+        for (key, value, word) in [
+            ("shuffle", serde_json::json!("byteshuffle"), "shuffle"),
+            ("cname", serde_json::json!("brotli"), "cname"),
+            ("clevel", serde_json::json!(10), "clevel"),
+            ("typesize", serde_json::json!(0), "typesize"),
+            ("typesize", serde_json::json!(4), "typesize 2"),
+            ("cname", serde_json::json!("lz4"), "compressed with code 4"),
+        ] {
+            let mut bad = good.clone();
+            bad[key] = value;
+            let err = with(bad).unwrap_err();
+            assert!(err.contains(word), "{key}: {err}");
+        }
+        let mut bad = good.clone();
+        bad.as_object_mut().unwrap().remove("typesize");
+        assert!(with(bad).unwrap_err().contains("typesize"));
     }
 
     fn arb_case() -> impl Strategy<Value = (Vec<(u64, u64, u64)>, usize, bool, bool)> {

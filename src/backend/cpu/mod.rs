@@ -75,6 +75,7 @@ impl Backend for CpuBackend {
         let layout = &self.layout;
         let tile_bytes = layout.tile_bytes();
         let codec = self.codec;
+        let elem = layout.elem_size();
         // Hand each task its own slice of the chunk outputs.
         let mut outputs = Vec::with_capacity(self.tasks.len());
         let mut rest = &mut self.chunks[..];
@@ -85,7 +86,7 @@ impl Backend for CpuBackend {
         }
         self.pool.install(|| {
             outputs.into_par_iter().try_for_each_init(
-                || (ChunkCompressor::new(codec), Vec::new()),
+                || (ChunkCompressor::new(codec, elem), Vec::new()),
                 |(compressor, scratch), (task, chunks)| -> Result<()> {
                     if job.cancel.load(Relaxed) {
                         return Ok(());

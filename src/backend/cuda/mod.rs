@@ -54,7 +54,7 @@ pub fn plan(v: &Validated) -> Result<MemoryPlan> {
     probe(v).map_err(Error::BackendUnavailable)?;
     let v = v.with_gpu_staging()?;
     let nvcomp = match v.config.codec {
-        Codec::None => None,
+        Codec::None | Codec::Blosc { .. } => None,
         Codec::Zstd { .. } => {
             Some(Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?)
         }
@@ -95,9 +95,17 @@ pub fn kernels_built() -> bool {
     kernels::built_in()
 }
 
+/// Why the GPU backend refuses a blosc stream.
+const BLOSC_UNSUPPORTED: &str = "codec blosc is not supported by the GPU backend (CPU only)";
+
 /// Why the GPU backend cannot run, checked without allocating anything
-/// large: driver, device, kernels, nvCOMP.
+/// large: codec, driver, device, kernels, nvCOMP.
 pub fn probe(v: &Validated) -> std::result::Result<(), String> {
+    // nvCOMP has no blosc: refused first, so the reason is the same on
+    // every machine.
+    if matches!(v.config.codec, Codec::Blosc { .. }) {
+        return Err(BLOSC_UNSUPPORTED.into());
+    }
     driver::driver_present()?;
     if !kernels::built_in() {
         return Err(
@@ -205,7 +213,7 @@ impl CudaBackend {
         let kernels = Kernels::load()?;
         let m = layout.tiles_per_epoch() as usize;
         let nvcomp = match v.config.codec {
-            Codec::None => None,
+            Codec::None | Codec::Blosc { .. } => None,
             Codec::Zstd { .. } => {
                 Some(Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?)
             }

@@ -59,6 +59,10 @@ impl Sizes {
             (Codec::Zstd { .. }, None) => {
                 return Err(Error::Internal("zstd sizes need nvCOMP".into()))
             }
+            // Refused by `probe` before any plan is made.
+            (Codec::Blosc { .. }, _) => {
+                return Err(Error::BackendUnavailable(super::BLOSC_UNSUPPORTED.into()))
+            }
         };
         let compressed = v.config.codec != Codec::None;
         let out_stride = if compressed {

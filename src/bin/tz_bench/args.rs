@@ -24,8 +24,11 @@ usage: tz-bench [options]
   --reps N                  timed repetitions (default 3)
   --pattern P               microscopy (default), random, sparse
   --seed S                  generator seed (default 1)
-  --level L                 zstd level (default: the configuration's, 1)
-  --codec zstd|none         the tile codec (default: the configuration's, zstd)
+  --level L                 compression level: zstd -7..22, blosc 0..9
+                            (default: the configuration's, 1)
+  --codec zstd|blosc|none   the tile codec (default: the configuration's,
+                            zstd); blosc: Blosc1 frames, zstd inside, byte
+                            shuffle (CPU backend only)
   --threads N               CPU worker threads, also used by the CPU ceiling
                             (default: one per core)
   --out RECORD.json         the JSON record (default
@@ -55,6 +58,7 @@ impl SinkKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecArg {
     Zstd,
+    Blosc,
     None,
 }
 
@@ -140,8 +144,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--codec" => {
                 o.codec = Some(match value()?.as_str() {
                     "zstd" => CodecArg::Zstd,
+                    "blosc" => CodecArg::Blosc,
                     "none" => CodecArg::None,
-                    v => return Err(format!("--codec: expected zstd or none, got {v:?}")),
+                    v => return Err(format!("--codec: expected zstd, blosc or none, got {v:?}")),
                 })
             }
             "--threads" => o.threads = Some(number(&key, &value()?)?),
@@ -239,5 +244,10 @@ mod tests {
         assert!(parse(a("--reps")).is_err());
         assert!(parse(a("--bogus")).is_err());
         assert!(parse(a("--codec none --level 3")).is_err());
+        assert!(parse(a("--codec lz4")).is_err());
+        let Parsed::Run(o) = parse(a("--codec blosc --level 5")).unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!((o.codec, o.level), (Some(CodecArg::Blosc), Some(5)));
     }
 }

@@ -27,7 +27,7 @@ pub struct Request<'a> {
 /// Why the peers cannot write this configuration, if they cannot.
 pub fn unsupported(v: &Validated) -> Option<String> {
     if matches!(v.config.codec, Codec::None) {
-        return Some("the peer script only writes zstd".into());
+        return Some("the peer script only writes zstd and blosc-zstd".into());
     }
     let dtypes = [
         "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32",
@@ -66,7 +66,8 @@ pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, Str
     let json = req.work.join("peers.json");
     let out_dir = req.work.join("peers");
     let level = match v.config.codec {
-        Codec::Zstd { level } => level,
+        // A blosc stream's level is acquire-zarr's blosc clevel as well.
+        Codec::Zstd { level } | Codec::Blosc { level, .. } => level,
         Codec::None => unreachable!("checked by unsupported()"),
     };
     let shape = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join(",");

@@ -2,7 +2,7 @@
 //! and the command-line overrides applied to them or to a JSON file.
 
 use super::args::{CodecArg, Options};
-use tiledzarr::config::Codec;
+use tiledzarr::config::{Codec, Shuffle};
 use tiledzarr::{Config, DType};
 
 /// `(name, size, tile, tiles_per_shard)`, slowest first; size 0 is the
@@ -96,25 +96,69 @@ pub fn apply(config: &mut Config, o: &Options) {
     if let Some(b) = o.backend {
         config.backend = b;
     }
-    match (o.codec, o.level) {
-        (Some(CodecArg::None), _) => config.codec = Codec::None,
-        (_, Some(level)) => config.codec = Codec::Zstd { level },
-        (Some(CodecArg::Zstd), None) => {
-            if config.codec == Codec::None {
-                config.codec = Codec::Zstd { level: 1 };
-            }
-        }
-        (None, None) => {}
-    }
+    config.codec = codec(config.codec, o.codec, o.level);
     if let Some(t) = o.threads {
         config.threads = t;
     }
     config.store = None;
 }
 
+/// The codec the command line asks for: `--codec` switches codec (keeping
+/// the configuration's level and shuffle when it names the same one),
+/// `--level` alone applies to the configuration's codec (zstd if it has
+/// none).
+fn codec(config: Codec, arg: Option<CodecArg>, level: Option<i32>) -> Codec {
+    match (arg, config) {
+        (Some(CodecArg::None), _) => Codec::None,
+        (Some(CodecArg::Blosc) | None, Codec::Blosc { level: l, shuffle }) => Codec::Blosc {
+            level: level.unwrap_or(l),
+            shuffle,
+        },
+        (Some(CodecArg::Blosc), _) => Codec::Blosc {
+            level: level.unwrap_or(1),
+            shuffle: Shuffle::Byte,
+        },
+        (Some(CodecArg::Zstd) | None, Codec::Zstd { level: l }) => Codec::Zstd {
+            level: level.unwrap_or(l),
+        },
+        (None, Codec::None) => level.map_or(Codec::None, |level| Codec::Zstd { level }),
+        (Some(CodecArg::Zstd), _) => Codec::Zstd {
+            level: level.unwrap_or(1),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codec_and_level_from_the_command_line() {
+        let zstd = |level| Codec::Zstd { level };
+        let blosc = |level, shuffle| Codec::Blosc { level, shuffle };
+        let (z, b, n) = (
+            Some(CodecArg::Zstd),
+            Some(CodecArg::Blosc),
+            Some(CodecArg::None),
+        );
+        assert_eq!(codec(zstd(3), b, None), blosc(1, Shuffle::Byte));
+        assert_eq!(codec(zstd(3), b, Some(4)), blosc(4, Shuffle::Byte));
+        assert_eq!(
+            codec(blosc(5, Shuffle::Bit), b, None),
+            blosc(5, Shuffle::Bit)
+        );
+        assert_eq!(
+            codec(blosc(5, Shuffle::Bit), None, Some(2)),
+            blosc(2, Shuffle::Bit)
+        );
+        assert_eq!(codec(blosc(5, Shuffle::Bit), z, None), zstd(1));
+        assert_eq!(codec(zstd(3), z, None), zstd(3));
+        assert_eq!(codec(zstd(3), None, Some(7)), zstd(7));
+        assert_eq!(codec(Codec::None, None, Some(2)), zstd(2));
+        assert_eq!(codec(Codec::None, z, None), zstd(1));
+        assert_eq!(codec(zstd(3), n, None), Codec::None);
+        assert_eq!(codec(Codec::None, None, None), Codec::None);
+    }
 
     #[test]
     fn every_named_configuration_validates_with_the_protocol_tile_bytes() {

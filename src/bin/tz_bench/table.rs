@@ -12,6 +12,11 @@ pub fn render(r: &Record) -> String {
     let dims = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join("x");
     let codec = match r.configuration.json.get("codec") {
         Some(v) if v["name"] == "zstd" => format!("zstd {}", v["level"]),
+        Some(v) if v["name"] == "blosc" => format!(
+            "blosc zstd {}, {} shuffle",
+            v["level"],
+            v["shuffle"].as_str().unwrap_or("byte")
+        ),
         _ => "no compression".into(),
     };
     let _ = writeln!(
