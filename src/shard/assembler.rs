@@ -4,6 +4,11 @@
 use super::{CompressedEpoch, Shard, ShardIndex};
 use crate::config::IndexLocation;
 use crate::layout::Layout;
+use rayon::prelude::*;
+
+/// Shards one copy task takes at least: a row of a few small shards is not
+/// worth splitting.
+const PARALLEL_MIN_SHARDS: usize = 2;
 
 struct ActiveShard {
     data: Vec<u8>,
@@ -70,20 +75,27 @@ impl ShardAssembler {
         }
         self.row = Some(row);
         let per_shard = self.layout.chunks_per_shard_epoch() as usize;
-        for (k, shard) in self.shards.iter_mut().enumerate() {
-            let (begin, end) = shard_range(epoch, k, per_shard);
-            let base = shard.data.len() as u64;
-            shard.data.extend_from_slice(&epoch.data[begin..end]);
-            index_epoch(
-                &mut shard.index,
-                &self.present,
-                epoch,
-                k,
-                per_shard,
-                first_chunk,
-                base,
-            );
-        }
+        let present = &self.present;
+        // The shards of a row are independent: on a GPU an epoch's bytes
+        // arrive faster than one thread copies them.
+        self.shards
+            .par_iter_mut()
+            .enumerate()
+            .with_min_len(PARALLEL_MIN_SHARDS)
+            .for_each(|(k, shard)| {
+                let (begin, end) = shard_range(epoch, k, per_shard);
+                let base = shard.data.len() as u64;
+                shard.data.extend_from_slice(&epoch.data[begin..end]);
+                index_epoch(
+                    &mut shard.index,
+                    present,
+                    epoch,
+                    k,
+                    per_shard,
+                    first_chunk,
+                    base,
+                );
+            });
         let last_of_row = (epoch.epoch + 1) % self.layout.epochs_per_shard_row() == 0;
         let last_of_array = self.layout.epoch_count() == Some(epoch.epoch + 1);
         if last_of_row || last_of_array {
