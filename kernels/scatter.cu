@@ -1,35 +1,60 @@
-// Scatter: row-major input epochs into the tile pool. One thread per
-// element; consecutive threads read consecutive elements (coalesced loads),
-// and write runs along the last dimension of each tile.
+// Scatter: row-major input epochs into the tile pool. One warp per input
+// row (a run along the last dimension): the row's place in the pool is
+// worked out once per row, not per element, and the lanes then copy the row
+// in 8-byte words where the tiles' rows allow it, so that both the loads
+// and the stores are coalesced runs.
 #include "layout.cuh"
 
-template <typename T>
-__device__ void scatter_elems(const T *__restrict__ in, T *__restrict__ out,
-                              const tz_geometry &g, uint64_t total) {
+// Copies one row of `units` units (U) to the pool: unit `x` goes to tile
+// `x / tile_units`, `tile_jump` units apart, at `x % tile_units` in it.
+template <typename U>
+__device__ void copy_row(const U *__restrict__ in, U *__restrict__ out, uint64_t units,
+                         uint64_t tile_units, uint64_t tile_jump, unsigned lane) {
+    for (uint64_t x = lane; x < units; x += 32) {
+        uint64_t t = x / tile_units;
+        out[t * tile_jump + (x - t * tile_units)] = in[x];
+    }
+}
+
+// `epochs` whole epochs of input into `epochs` tile pools, back to back.
+extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, uint64_t epochs) {
+    const int last = (int)g.rank - 1;
+    const uint64_t elem = g.elem_size;
+    const uint64_t width = g.extent[last];
+    const uint64_t rows_per_epoch = g.epoch_elems / width;
+    const uint64_t rows = epochs * rows_per_epoch;
     const uint64_t pool_elems = g.tiles_per_epoch * g.tile_stride;
-    for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < total;
-         e += (uint64_t)gridDim.x * blockDim.x) {
-        uint64_t epoch = e / g.epoch_elems;
-        uint64_t rest = e - epoch * g.epoch_elems;
+    // 8-byte words when a row, a tile's row and the pool's tile stride are
+    // whole words (the pool itself is aligned), else whole elements.
+    const bool words = (width * elem) % 8 == 0 && (g.tile[last] * elem) % 8 == 0 &&
+                       (g.tile_stride * elem) % 8 == 0;
+    const uint64_t unit = words ? 8 : elem;
+    const uint64_t units = width * elem / unit;
+    const uint64_t tile_units = g.tile[last] * elem / unit;
+    const uint64_t tile_jump = g.slot_stride[last] * g.tile_stride * elem / unit;
+
+    const unsigned lane = threadIdx.x % 32;
+    const uint64_t warps = (uint64_t)gridDim.x * blockDim.x / 32;
+    for (uint64_t r = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) / 32; r < rows;
+         r += warps) {
+        uint64_t epoch = r / rows_per_epoch;
+        uint64_t rest = r - epoch * rows_per_epoch;
+        // The row's coordinates along every dimension but the last.
         uint64_t slot = 0, within = 0;
-        for (int d = (int)g.rank - 1; d >= 0; --d) {
+        for (int d = last - 1; d >= 0; --d) {
             uint64_t x = rest % g.extent[d];
             rest /= g.extent[d];
             uint64_t t = x / g.tile[d];
             slot += t * g.slot_stride[d];
             within += (x - t * g.tile[d]) * g.within_stride[d];
         }
-        out[epoch * pool_elems + slot * g.tile_stride + within] = in[e];
-    }
-}
-
-// `epochs` whole epochs of input into `epochs` tile pools, back to back.
-extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, uint64_t epochs) {
-    const uint64_t total = epochs * g.epoch_elems;
-    switch (g.elem_size) {
-    case 1: scatter_elems((const uint8_t *)in, (uint8_t *)out, g, total); break;
-    case 2: scatter_elems((const uint16_t *)in, (uint16_t *)out, g, total); break;
-    case 4: scatter_elems((const uint32_t *)in, (uint32_t *)out, g, total); break;
-    default: scatter_elems((const uint64_t *)in, (uint64_t *)out, g, total); break;
+        const uint64_t src = r * width * elem / unit;
+        const uint64_t dst = (epoch * pool_elems + slot * g.tile_stride + within) * elem / unit;
+        switch (unit) {
+        case 1: copy_row((const uint8_t *)in + src, (uint8_t *)out + dst, units, tile_units, tile_jump, lane); break;
+        case 2: copy_row((const uint16_t *)in + src, (uint16_t *)out + dst, units, tile_units, tile_jump, lane); break;
+        case 4: copy_row((const uint32_t *)in + src, (uint32_t *)out + dst, units, tile_units, tile_jump, lane); break;
+        default: copy_row((const uint64_t *)in + src, (uint64_t *)out + dst, units, tile_units, tile_jump, lane); break;
+        }
     }
 }

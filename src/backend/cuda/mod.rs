@@ -386,8 +386,11 @@ impl CudaBackend {
             in_ptr = 8; // never mapped: the kernel faults on its first load
         }
         let mut tiles_ptr = sl.d_tiles.ptr;
-        let total = epochs as u64 * self.layout.epoch_elems();
-        let grid = total.div_ceil(256).min(65535 * 16) as u32;
+        // One warp per input row (a run along the last dimension), eight
+        // warps a block; the kernel strides over any rows past the grid.
+        let width = self.geometry.extent[self.layout.rank() - 1].max(1);
+        let rows = epochs as u64 * self.layout.epoch_elems() / width;
+        let grid = rows.div_ceil(8).clamp(1, 1 << 20) as u32;
         // SAFETY: the parameters match tz_scatter(const void*, void*,
         // tz_geometry, uint64_t); the buffers hold `epochs` epochs and pools.
         unsafe {
