@@ -13,7 +13,7 @@ mod workers;
 
 pub use metrics::{Metrics, Snapshot, Stage};
 
-use crate::backend::{self, BackendKind, StagingBuffer};
+use crate::backend::{self, Backend, BackendKind, StagingBuffer};
 use crate::config::{Config, Validated};
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
@@ -49,6 +49,9 @@ pub struct Stream {
     started: Option<Instant>,
     /// Threads that share large copies into staging memory.
     copy_pool: rayon::ThreadPool,
+    /// The backend, handed back by the compute thread when the stream is
+    /// complete, freed with the stream.
+    _retired: Receiver<Box<dyn Backend>>,
 }
 
 /// Copies at least this large are split over the copy threads: one thread
@@ -120,7 +123,9 @@ impl Stream {
         let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
         let (del_tx, del_rx) = mpsc::sync_channel(1);
         let (spare_tx, spare_rx) = mpsc::channel();
+        let (retired_tx, retired_rx) = mpsc::channel();
         let compute = ComputeThread {
+            retired: retired_tx,
             shared: shared.clone(),
             backend,
             layout: v.layout.clone(),
@@ -153,6 +158,7 @@ impl Stream {
             .build()
             .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
         Ok(Stream {
+            _retired: retired_rx,
             copy_pool,
             config: v,
             shared,

@@ -50,10 +50,22 @@ pub struct ComputeThread {
     pub free_staging: Sender<StagingBuffer>,
     pub deliveries: SyncSender<Delivery>,
     pub spare_epochs: Receiver<CompressedEpoch>,
+    /// Where the backend goes when the stream is complete: to the stream
+    /// itself, which frees it when it is destroyed. Freeing gigabytes of
+    /// device and page-locked memory takes long enough that `finish` should
+    /// not wait for it.
+    pub retired: Sender<Box<dyn Backend>>,
 }
 
 impl ComputeThread {
     pub fn run(mut self) {
+        self.work();
+        // The receiver lives as long as the stream; when it is already
+        // gone, the backend is freed here.
+        let _ = self.retired.send(self.backend);
+    }
+
+    fn work(&mut self) {
         while let Ok(job) = self.jobs.recv() {
             match job {
                 Job::Batch {
