@@ -136,6 +136,49 @@ struct Compressor {
     statuses: DeviceBuffer,
 }
 
+impl Compressor {
+    /// Enqueues one batched compress call on `s`: `chunks` tiles of
+    /// `tile_bytes` from tile-pool slot `slot`, their sizes into `sizes`.
+    /// The temp buffer is cleared first when the shape differs from the
+    /// last call's: nvCOMP faults otherwise.
+    fn enqueue(
+        &mut self,
+        slot: usize,
+        chunks: usize,
+        tile_bytes: usize,
+        sizes: u64,
+        s: &Stream,
+        stage: &'static str,
+    ) -> Result<()> {
+        let shape = (chunks, tile_bytes);
+        if self.last_shape != Some(shape) {
+            self.temp
+                .zero_async(self.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
+            self.last_shape = Some(shape);
+        }
+        let batch = ZstdCompressBatch {
+            uncompressed_ptrs: self.in_ptrs[slot].ptr,
+            uncompressed_bytes: self.in_sizes.ptr,
+            max_uncompressed_chunk_bytes: tile_bytes,
+            num_chunks: chunks,
+            temp: self.temp.ptr,
+            temp_bytes: self.temp.bytes,
+            compressed_ptrs: self.out_ptrs.ptr,
+            compressed_bytes: sizes,
+            statuses: self.statuses.ptr,
+        };
+        // SAFETY: every table and pool was sized at build time for a whole
+        // batch of chunks of this tile size (`chunks` is at most that), the
+        // temp buffer was asked of nvCOMP for it and is cleared above when
+        // the shape changes, and the caller made the context current.
+        unsafe {
+            self.nvcomp
+                .zstd_compress_async(&batch, &self.opts, s.0 as _)
+        }
+        .map_err(|e| gpu_err(stage, e))
+    }
+}
+
 /// What one of the two buffer slots holds: a tile pool, the aggregated
 /// output and its offsets (on the device; offsets and statuses also on the
 /// host), and the events that mark its stages.
@@ -308,25 +351,14 @@ impl CudaBackend {
         let Some(c) = &mut self.compressor else {
             return Ok(());
         };
-        c.temp
-            .zero_async(c.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
-        let batch = ZstdCompressBatch {
-            uncompressed_ptrs: c.in_ptrs[0].ptr,
-            uncompressed_bytes: c.in_sizes.ptr,
-            max_uncompressed_chunk_bytes: tile_bytes,
-            num_chunks: 1,
-            temp: c.temp.ptr,
-            temp_bytes: c.temp.bytes,
-            compressed_ptrs: c.out_ptrs.ptr,
-            compressed_bytes: self.d_sizes.ptr,
-            statuses: c.statuses.ptr,
-        };
-        // SAFETY: the tables' first entries point at slot 0's first tile and
-        // the first compressed chunk; the temp buffer, sized for a whole
-        // batch of this tile size, is larger than one chunk needs.
-        unsafe { c.nvcomp.zstd_compress_async(&batch, &c.opts, s.0 as _) }
-            .map_err(|e| gpu_err("warming up the compressor", e))?;
-        c.last_shape = Some((1, tile_bytes));
+        c.enqueue(
+            0,
+            1,
+            tile_bytes,
+            self.d_sizes.ptr,
+            s,
+            "warming up the compressor",
+        )?;
         s.sync("warming up the compressor")
     }
 
@@ -424,29 +456,14 @@ impl CudaBackend {
         s.wait(&sl.scattered, "compress")?;
         let (pool, pool_stride) = match &mut self.compressor {
             Some(c) => {
-                let shape = (chunks, self.layout.tile_bytes());
-                if c.last_shape != Some(shape) {
-                    c.temp
-                        .zero_async(c.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
-                    c.last_shape = Some(shape);
-                }
-                let batch = ZstdCompressBatch {
-                    uncompressed_ptrs: c.in_ptrs[slot].ptr,
-                    uncompressed_bytes: c.in_sizes.ptr,
-                    max_uncompressed_chunk_bytes: self.layout.tile_bytes(),
-                    num_chunks: chunks,
-                    temp: c.temp.ptr,
-                    temp_bytes: c.temp.bytes,
-                    compressed_ptrs: c.out_ptrs.ptr,
-                    compressed_bytes: self.d_sizes.ptr,
-                    statuses: c.statuses.ptr,
-                };
-                // SAFETY: every table and pool was sized for
-                // `epochs_per_batch` epochs of chunks at build time, the
-                // temp buffer was asked of nvCOMP for that shape (and is
-                // cleared when the shape changes), the context is current.
-                unsafe { c.nvcomp.zstd_compress_async(&batch, &c.opts, s.0 as _) }
-                    .map_err(|e| gpu_err("compress", e))?;
+                c.enqueue(
+                    slot,
+                    chunks,
+                    self.layout.tile_bytes(),
+                    self.d_sizes.ptr,
+                    s,
+                    "compress",
+                )?;
                 c.statuses.download_async(
                     &mut sl.h_statuses.as_i32s_mut()[..chunks],
                     s,
