@@ -67,6 +67,7 @@ fn cam32(c: &mut Criterion) {
     store.store = Some(tiledzarr::config::Store {
         path: dir.path().join("bench.zarr"),
         overwrite: true,
+        fsync: true,
     });
     g.bench_function("cpu/filesystem", |b| {
         b.iter_custom(|n| run(&store, &frames, false, n))

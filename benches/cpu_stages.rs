@@ -121,7 +121,7 @@ fn stages(c: &mut Criterion) {
     });
 
     g.bench_function("shard-emission", |b| {
-        let mut asm = ShardAssembler::new(&l, IndexLocation::End);
+        let mut asm = ShardAssembler::new(&l, IndexLocation::End).unwrap();
         let mut e = 0;
         b.iter(|| {
             epoch.epoch = e;
@@ -129,7 +129,7 @@ fn stages(c: &mut Criterion) {
             let mut bytes = 0usize;
             asm.push(&epoch, &mut |s| {
                 bytes += s.data.len() + s.index.len();
-                Ok::<(), ()>(())
+                Ok::<(), tiledzarr::Error>(())
             })
             .unwrap();
             bytes

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 1
+#define TZ_VERSION_MINOR 2
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -239,6 +239,13 @@ typedef struct tz_shard {
  * Receives each complete shard on a library thread, never twice at once for
  * one stream, in completion order. Return 0 on success; any other value
  * poisons the stream. Must not unwind (no C++ exception may escape it).
+ *
+ * What a sink may call: tz_get_metrics, tz_stream_last_error, tz_last_error,
+ * tz_status_string and tz_version on any stream, and any function on other
+ * streams. It may not call tz_write, tz_write_all, tz_flush or tz_destroy on
+ * its own stream (tz_flush waits for the very thread the sink runs on):
+ * such a call returns TZ_ERR_INVALID_ARGUMENT (tz_destroy does nothing)
+ * instead of deadlocking.
  */
 typedef int32_t (*tz_shard_sink_fn)(void *user_data, const struct tz_shard *shard);
 
@@ -296,6 +303,11 @@ typedef struct tz_config {
    * GPU ordinal for the GPU backend.
    */
   uint32_t device;
+  /**
+   * Non-zero: do not fsync the store's files and folders (faster; a
+   * power cut may then lose shards already reported written). Since 0.2.
+   */
+  uint32_t store_skip_fsync;
 } tz_config;
 
 /**
@@ -360,6 +372,26 @@ typedef struct tz_metrics {
   char backend_reason[256];
 } tz_metrics;
 
+/**
+ * What tz_recover did to a store.
+ */
+typedef struct tz_recovery {
+  /**
+   * `*.partial` files (writes cut short by the crash) removed.
+   */
+  uint64_t partial_files_removed;
+  /**
+   * The store's extent along dimension 0 before and after.
+   */
+  uint64_t planes_before;
+  uint64_t planes_after;
+  /**
+   * Shard files in rows past the complete ones (left on disk, outside
+   * the extent: their row was not complete).
+   */
+  uint64_t shards_beyond;
+} tz_recovery;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -411,7 +443,9 @@ int64_t tz_write(struct tz_stream *s, const void *data, size_t nbytes);
 /**
  * Like tz_write, but waits for staging memory until all `nbytes` are taken
  * or `timeout_ms` passes (negative: no limit). Returns the bytes taken:
- * `nbytes`, or fewer when the time ran out; a negated status on error.
+ * `nbytes`, or fewer when the time ran out or the end of a bounded array
+ * was reached (the next call then returns `-TZ_ERR_OVERFLOW`, as tz_write
+ * does); a negated status on error.
  */
 int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64_t timeout_ms);
 
@@ -424,10 +458,12 @@ int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64
 int32_t tz_flush(struct tz_stream *s);
 
 /**
- * Frees the stream. Without a prior tz_flush, data not yet emitted is
- * discarded: no partial shard is written, shards already emitted stay, and
- * a store's zarr.json keeps the extent of the emitted shard rows. NULL is
- * fine.
+ * Frees the stream. Without a prior tz_flush, delivery stops at once: the
+ * sink call under way (if any) completes, no further shard is emitted, no
+ * partial shard is written; shards already emitted stay, and a store's
+ * zarr.json keeps the extent of the emitted shard rows. NULL is fine.
+ * Called from the stream's own sink callback it does nothing (the stream
+ * stays open; tz_last_error says why).
  */
 void tz_destroy(struct tz_stream *s);
 
@@ -454,6 +490,16 @@ const char *tz_last_error(void);
  * A static description of a status code (negated codes accepted).
  */
 const char *tz_status_string(int32_t status);
+
+/**
+ * Repairs a store whose stream was killed before its flush (kill -9, a
+ * power cut): removes the `*.partial` files of writes cut short and, for an
+ * array growing along an unbounded dimension 0, moves the extent in
+ * zarr.json up to cover every complete shard row on disk. Refused while a
+ * stream holds the store (TZ_ERR_EXISTS, naming its process). `out` may be
+ * NULL; otherwise it receives what was done.
+ */
+int32_t tz_recover(const char *store_path, struct tz_recovery *out);
 
 /**
  * The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).

@@ -43,11 +43,17 @@ impl ChunkCompressor {
         match &mut self.inner {
             Inner::None => out.extend_from_slice(tile),
             Inner::Zstd(z) => {
-                out.reserve(zstd::zstd_safe::compress_bound(tile.len()));
+                out.try_reserve(zstd::zstd_safe::compress_bound(tile.len()))
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
                 z.compress_to_buffer(tile, out)?;
             }
             // One thread per frame: the backend runs tiles in parallel.
-            Inner::Blosc(p) => blosc1::compress(p, tile, out).map_err(std::io::Error::other)?,
+            Inner::Blosc(p) => blosc1::compress(p, tile, out).map_err(|e| match e {
+                blosc1::Error::OutOfMemory(_) => {
+                    std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)
+                }
+                e => std::io::Error::other(e),
+            })?,
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 //! shard and hands each complete shard to a sink (a callback or the built-in
 //! filesystem store).
 //!
-//! Layers, each depending only on those above it: [`layout`] (index math),
+//! Layers, each depending only on those above it: [`memory`] (fallible
+//! allocation, what the host has left), [`layout`] (index math),
 //! [`config`], [`codec`], [`shard`], [`sink`], [`pipeline`], [`backend`] and
 //! the C ABI in `ffi`.
 
@@ -12,6 +13,7 @@ pub mod codec;
 pub mod config;
 mod error;
 pub mod layout;
+pub mod memory;
 pub mod pipeline;
 pub mod shard;
 pub mod sink;

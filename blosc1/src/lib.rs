@@ -65,6 +65,8 @@ pub enum Error {
     Compress(i32),
     /// Not a valid Blosc1 frame, or it did not decode (why).
     Corrupt(String),
+    /// The output buffer (this many bytes) could not be allocated.
+    OutOfMemory(usize),
 }
 
 impl std::fmt::Display for Error {
@@ -80,6 +82,7 @@ impl std::fmt::Display for Error {
             ),
             Error::Compress(code) => write!(f, "c-blosc compression failed (code {code})"),
             Error::Corrupt(why) => write!(f, "not a valid blosc frame: {why}"),
+            Error::OutOfMemory(n) => write!(f, "{n} bytes for a blosc frame could not be allocated"),
         }
     }
 }
@@ -112,7 +115,8 @@ pub fn compress(params: &Params, input: &[u8], out: &mut Vec<u8>) -> Result<(), 
     }
     out.clear();
     let capacity = max_compressed_len(input.len());
-    out.reserve(capacity);
+    out.try_reserve(capacity)
+        .map_err(|_| Error::OutOfMemory(capacity))?;
     // SAFETY: `input` is readable for `input.len()` bytes and `out` has
     // room for `capacity` bytes; c-blosc writes at most `destsize` bytes
     // and never reads `dest` before writing it. The compressor name is a

@@ -191,6 +191,10 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
             Err(e) => format!("auto: no usable GPU ({}); using the CPU", describe(&e)),
         },
     };
+    // Checked before anything is allocated: staging pages are touched at
+    // once, and the kernel kills a process that overcommits rather than
+    // failing the allocation.
+    crate::memory::check_available(cpu::plan(v).host_bytes, "this stream (CPU backend)")?;
     let cpu = cpu::CpuBackend::new(v)?;
     Ok((
         Box::new(cpu),

@@ -134,10 +134,20 @@ impl IndexLocation {
 #[serde(deny_unknown_fields)]
 pub struct Store {
     pub path: PathBuf,
-    /// Replace an existing store at `path` (only one that holds a
-    /// `zarr.json`, or an empty folder); refuse it otherwise.
+    /// Replace an existing store at `path`: only a folder whose every entry
+    /// this library wrote (an earlier store, an empty folder) is cleared;
+    /// anything else is refused, naming what is in the way.
     #[serde(default)]
     pub overwrite: bool,
+    /// Flush each shard file and `zarr.json`, and their folder, to the disk
+    /// before the shard counts as written (on the delivery thread: writes
+    /// never wait for it). Off trades durability for speed.
+    #[serde(default = "yes")]
+    pub fsync: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Config {

@@ -9,6 +9,8 @@ use std::ffi::c_void;
 pub struct CallbackSink {
     f: unsafe extern "C" fn(*mut c_void, *const tz_shard) -> i32,
     user_data: *mut c_void,
+    /// The stream this sink belongs to (see `guard::in_sink`).
+    stream_id: u64,
 }
 
 // SAFETY: the C contract says the callback is called from a library thread,
@@ -16,8 +18,12 @@ pub struct CallbackSink {
 unsafe impl Send for CallbackSink {}
 
 impl CallbackSink {
-    pub fn new(f: tz_shard_sink_fn, user_data: *mut c_void) -> Option<CallbackSink> {
-        f.map(|f| CallbackSink { f, user_data })
+    pub fn new(f: tz_shard_sink_fn, user_data: *mut c_void, stream_id: u64) -> Option<CallbackSink> {
+        f.map(|f| CallbackSink {
+            f,
+            user_data,
+            stream_id,
+        })
     }
 }
 
@@ -33,7 +39,7 @@ impl ShardSink for CallbackSink {
         };
         // SAFETY: `c` and the slices it points into outlive the call; the
         // callback and its user data are the user's promise.
-        let rc = unsafe { (self.f)(self.user_data, &c) };
+        let rc = super::guard::as_sink(self.stream_id, || unsafe { (self.f)(self.user_data, &c) });
         if rc != 0 {
             return Err(Error::Sink {
                 coord: shard.coord.to_vec(),

@@ -89,6 +89,7 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
     let store = unsafe { read_str(c.store_path, "store_path") }?.map(|p| Store {
         path: PathBuf::from(p),
         overwrite: c.overwrite != 0,
+        fsync: c.store_skip_fsync == 0,
     });
     Ok(Config {
         dtype,

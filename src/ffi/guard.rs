@@ -2,12 +2,35 @@
 
 use crate::error::Error;
 use parking_lot::Mutex;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The stream whose sink callback this thread is running, if any.
+    static IN_SINK: Cell<u64> = const { Cell::new(0) };
+}
+
+static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A number no other stream of this process has (never 0).
+pub fn next_stream_id() -> u64 {
+    NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Whether this thread is inside stream `id`'s sink callback.
+pub fn in_sink(id: u64) -> bool {
+    IN_SINK.with(|s| s.get() == id)
+}
+
+/// Runs `f` marked as stream `id`'s sink callback on this thread.
+pub fn as_sink<T>(id: u64, f: impl FnOnce() -> T) -> T {
+    let outer = IN_SINK.with(|s| s.replace(id));
+    let r = f();
+    IN_SINK.with(|s| s.set(outer));
+    r
 }
 
 /// Message holder of one stream.

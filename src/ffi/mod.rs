@@ -29,6 +29,8 @@ use std::time::Duration;
 
 /// An open stream (opaque to C).
 pub struct tz_stream {
+    /// Tells this stream's own sink callbacks apart (see `guard::in_sink`).
+    id: u64,
     stream: Mutex<Stream>,
     /// Counters readable without waiting for the stream's lock.
     stats: StreamStats,
@@ -41,12 +43,15 @@ fn status_of(e: &Error) -> i32 {
 
 fn create(
     config: Result<Config, Error>,
-    sink: Option<CallbackSink>,
+    sink: tz_shard_sink_fn,
+    sink_user_data: *mut c_void,
     out: *mut *mut tz_stream,
 ) -> Result<i32, Error> {
-    let sink = sink.map(|s| Box::new(s) as Box<dyn ShardSink>);
+    let id = guard::next_stream_id();
+    let sink = CallbackSink::new(sink, sink_user_data, id).map(|s| Box::new(s) as Box<dyn ShardSink>);
     let stream = Stream::new(&config?, sink)?;
     let handle = Box::new(tz_stream {
+        id,
         stats: stream.stats(),
         stream: Mutex::new(stream),
         errors: ErrorSlot::default(),
@@ -80,6 +85,7 @@ pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
             threads: 0,
             staging_bytes: 0,
             device: 0,
+            store_skip_fsync: 0,
         };
         // SAFETY: non-NULL; the caller provides writable memory for a tz_config.
         unsafe { config.write(c) };
@@ -101,7 +107,7 @@ pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) 
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
         // SAFETY: the caller's tz_config is valid (see tz_config docs).
         let cfg = unsafe { convert::config_from_c(c) };
-        create(cfg, CallbackSink::new(c.sink, c.sink_user_data), out)
+        create(cfg, c.sink, c.sink_user_data, out)
     })
 }
 
@@ -124,7 +130,7 @@ pub extern "C" fn tz_create_json(
         let json = unsafe { convert::read_str(config_json, "config_json") }?
             .ok_or(Error::NullArgument("config_json"))?;
         let cfg = Config::from_json(&json).map_err(Error::from);
-        create(cfg, CallbackSink::new(sink, sink_user_data), out)
+        create(cfg, sink, sink_user_data, out)
     })
 }
 
@@ -198,8 +204,21 @@ fn with_stream<T>(
         if let Some(e) = h.errors.broken() {
             return Err(e);
         }
+        refuse_from_own_sink(what, h)?;
         f(&mut h.stream.lock())
     })
+}
+
+/// A sink callback runs on the thread that the stream's flush (or write)
+/// waits for: a call on its own stream from there would wait for itself.
+fn refuse_from_own_sink(what: &str, h: &tz_stream) -> Result<(), Error> {
+    if guard::in_sink(h.id) {
+        return Err(Error::InvalidArgument(format!(
+            "{what} was called from this stream's own sink callback, which may not call \
+             tz_write, tz_write_all, tz_flush or tz_destroy on its stream"
+        )));
+    }
+    Ok(())
 }
 
 /// Copies what fits of `data` into free staging memory, never waiting.
@@ -214,7 +233,9 @@ pub extern "C" fn tz_write(s: *mut tz_stream, data: *const c_void, nbytes: usize
 
 /// Like tz_write, but waits for staging memory until all `nbytes` are taken
 /// or `timeout_ms` passes (negative: no limit). Returns the bytes taken:
-/// `nbytes`, or fewer when the time ran out; a negated status on error.
+/// `nbytes`, or fewer when the time ran out or the end of a bounded array
+/// was reached (the next call then returns `-TZ_ERR_OVERFLOW`, as tz_write
+/// does); a negated status on error.
 #[no_mangle]
 pub extern "C" fn tz_write_all(
     s: *mut tz_stream,
@@ -270,13 +291,20 @@ pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
     })
 }
 
-/// Frees the stream. Without a prior tz_flush, data not yet emitted is
-/// discarded: no partial shard is written, shards already emitted stay, and
-/// a store's zarr.json keeps the extent of the emitted shard rows. NULL is
-/// fine.
+/// Frees the stream. Without a prior tz_flush, delivery stops at once: the
+/// sink call under way (if any) completes, no further shard is emitted, no
+/// partial shard is written; shards already emitted stay, and a store's
+/// zarr.json keeps the extent of the emitted shard rows. NULL is fine.
+/// Called from the stream's own sink callback it does nothing (the stream
+/// stays open; tz_last_error says why).
 #[no_mangle]
 pub extern "C" fn tz_destroy(s: *mut tz_stream) {
-    if s.is_null() {
+    // SAFETY: NULL is checked; otherwise a live stream (C contract).
+    let Some(h) = (unsafe { s.as_ref() }) else {
+        return;
+    };
+    if let Err(e) = refuse_from_own_sink("tz_destroy", h) {
+        record(Some(&h.errors), &e);
         return;
     }
     // SAFETY: `s` came from Box::into_raw in tz_create* and is destroyed once.
@@ -355,6 +383,33 @@ pub extern "C" fn tz_status_string(status: i32) -> *const c_char {
         Some(s) => s.describe().as_ptr() as *const c_char,
         None => c"unknown status".as_ptr(),
     }
+}
+
+/// Repairs a store whose stream was killed before its flush (kill -9, a
+/// power cut): removes the `*.partial` files of writes cut short and, for an
+/// array growing along an unbounded dimension 0, moves the extent in
+/// zarr.json up to cover every complete shard row on disk. Refused while a
+/// stream holds the store (TZ_ERR_EXISTS, naming its process). `out` may be
+/// NULL; otherwise it receives what was done.
+#[no_mangle]
+pub extern "C" fn tz_recover(store_path: *const c_char, out: *mut tz_recovery) -> i32 {
+    guard("tz_recover", None, status_of, || {
+        // SAFETY: NULL or a NUL-terminated string, by the C contract.
+        let path = unsafe { convert::read_str(store_path, "store_path") }?
+            .ok_or(Error::NullArgument("store_path"))?;
+        let r = crate::sink::recover(std::path::Path::new(&path))?;
+        if !out.is_null() {
+            let report = tz_recovery {
+                partial_files_removed: r.partial_files_removed,
+                planes_before: r.planes_before,
+                planes_after: r.planes_after,
+                shards_beyond: r.shards_beyond,
+            };
+            // SAFETY: non-NULL; the caller provides a writable tz_recovery.
+            unsafe { out.write(report) };
+        }
+        Ok(tz_status::TZ_OK as i32)
+    })
 }
 
 /// The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).

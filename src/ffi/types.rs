@@ -75,6 +75,13 @@ pub struct tz_shard {
 /// Receives each complete shard on a library thread, never twice at once for
 /// one stream, in completion order. Return 0 on success; any other value
 /// poisons the stream. Must not unwind (no C++ exception may escape it).
+///
+/// What a sink may call: tz_get_metrics, tz_stream_last_error, tz_last_error,
+/// tz_status_string and tz_version on any stream, and any function on other
+/// streams. It may not call tz_write, tz_write_all, tz_flush or tz_destroy on
+/// its own stream (tz_flush waits for the very thread the sink runs on):
+/// such a call returns TZ_ERR_INVALID_ARGUMENT (tz_destroy does nothing)
+/// instead of deadlocking.
 #[allow(non_camel_case_types)]
 pub type tz_shard_sink_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, shard: *const tz_shard) -> i32>;
@@ -123,6 +130,23 @@ pub struct tz_config {
     pub staging_bytes: u64,
     /// GPU ordinal for the GPU backend.
     pub device: u32,
+    /// Non-zero: do not fsync the store's files and folders (faster; a
+    /// power cut may then lose shards already reported written). Since 0.2.
+    pub store_skip_fsync: u32,
+}
+
+/// What tz_recover did to a store.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_recovery {
+    /// `*.partial` files (writes cut short by the crash) removed.
+    pub partial_files_removed: u64,
+    /// The store's extent along dimension 0 before and after.
+    pub planes_before: u64,
+    pub planes_after: u64,
+    /// Shard files in rows past the complete ones (left on disk, outside
+    /// the extent: their row was not complete).
+    pub shards_beyond: u64,
 }
 
 /// Counters of a stream, at the moment of the call.

@@ -6,6 +6,19 @@ pub const MAX_RANK: usize = 32;
 /// Largest tile in bytes: compressors address a chunk with 32-bit sizes.
 pub const MAX_TILE_BYTES: u64 = (1 << 31) - 1;
 
+/// Most chunks in one shard (padding past the array's edge included): its
+/// index is then at most 16 MiB, written whole with every shard.
+pub const MAX_CHUNKS_PER_SHARD: u64 = 1 << 20;
+
+/// Most shards in one shard row, the shards filled at once: each is a file
+/// written when the row completes.
+pub const MAX_SHARDS_PER_ROW: u64 = 1 << 16;
+
+/// Most chunks in one shard row (shards per row times chunks per shard): the
+/// host keeps an index entry for each (16 bytes) while the row fills, and
+/// the backends a few words per position of an epoch.
+pub const MAX_CHUNKS_PER_ROW: u64 = 1 << 24;
+
 /// One dimension: its extent, its tile extent and its tiles per shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dim {
@@ -52,8 +65,17 @@ pub enum LayoutError {
     BytesOverflow(usize),
     #[error("dimensions[{dim}].tile: a tile of {bytes} bytes exceeds the limit of {MAX_TILE_BYTES} bytes (2^31-1)")]
     TileTooLarge { dim: usize, bytes: u128 },
-    #[error("dimensions[{0}].tiles_per_shard: a shard would hold more than 2^32 chunks")]
-    ShardTooLarge(usize),
+    #[error("dimensions[{dim}].tiles_per_shard: a shard would hold {chunks} chunks (edge padding included), more than the limit of {MAX_CHUNKS_PER_SHARD}")]
+    ShardTooLarge { dim: usize, chunks: u128 },
+    #[error("dimensions[{dim}].tiles_per_shard: a shard row would hold {shards} shards, more than the limit of {MAX_SHARDS_PER_ROW}; use more tiles per shard")]
+    TooManyShards { dim: usize, shards: u128 },
+    #[error("dimensions[{dim}].tiles_per_shard: a shard row would hold {chunks} chunks ({shards} shards of {per_shard}), more than the limit of {MAX_CHUNKS_PER_ROW}")]
+    RowTooLarge {
+        dim: usize,
+        chunks: u128,
+        shards: u128,
+        per_shard: u128,
+    },
     #[error(
         "dimensions[{0}]: one epoch (tile[0] planes) or its tile pool overflows the address space"
     )]
@@ -103,23 +125,48 @@ pub(crate) fn validate(dims: &[Dim], elem_size: usize) -> Result<(), LayoutError
     // One epoch of input and its padded tile pool must be addressable.
     let mut epoch: u128 = dims[0].tile as u128 * elem;
     let mut pool: u128 = tile_bytes;
-    let mut chunks: u128 = 1;
-    for (d, dim) in dims.iter().enumerate() {
-        if d > 0 {
-            epoch = epoch.saturating_mul(dim.size as u128);
-            pool = pool.saturating_mul(dim.tile_count() as u128);
-        }
+    for (d, dim) in dims.iter().enumerate().skip(1) {
+        epoch = epoch.saturating_mul(dim.size as u128);
+        pool = pool.saturating_mul(dim.tile_count() as u128);
         if epoch > isize::MAX as u128 || pool > isize::MAX as u128 {
             return Err(LayoutError::EpochTooLarge(d));
         }
+    }
+    check_shard_counts(dims)
+}
+
+/// The shard and shard-row limits: every per-chunk table the stream keeps
+/// is sized by them, so a legal but absurd shape is refused here instead of
+/// stalling or exhausting memory later.
+fn check_shard_counts(dims: &[Dim]) -> Result<(), LayoutError> {
+    let (mut per_shard, mut shards): (u128, u128) = (1, 1);
+    for (d, dim) in dims.iter().enumerate() {
         let tps = if dim.tiles_per_shard == 0 {
             dim.tile_count()
         } else {
             dim.tiles_per_shard
         };
-        chunks = chunks.saturating_mul(tps as u128);
-        if chunks > u32::MAX as u128 {
-            return Err(LayoutError::ShardTooLarge(d));
+        per_shard = per_shard.saturating_mul(tps as u128);
+        if per_shard > MAX_CHUNKS_PER_SHARD as u128 {
+            return Err(LayoutError::ShardTooLarge {
+                dim: d,
+                chunks: per_shard,
+            });
+        }
+        if d > 0 {
+            shards = shards.saturating_mul(dim.tile_count().div_ceil(tps) as u128);
+            if shards > MAX_SHARDS_PER_ROW as u128 {
+                return Err(LayoutError::TooManyShards { dim: d, shards });
+            }
+        }
+        let chunks = per_shard * shards;
+        if chunks > MAX_CHUNKS_PER_ROW as u128 {
+            return Err(LayoutError::RowTooLarge {
+                dim: d,
+                chunks,
+                shards,
+                per_shard,
+            });
         }
     }
     Ok(())

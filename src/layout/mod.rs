@@ -32,7 +32,10 @@
 mod dims;
 mod scatter;
 
-pub use dims::{Dim, LayoutError, MAX_RANK, MAX_TILE_BYTES};
+pub use dims::{
+    Dim, LayoutError, MAX_CHUNKS_PER_ROW, MAX_CHUNKS_PER_SHARD, MAX_RANK, MAX_SHARDS_PER_ROW,
+    MAX_TILE_BYTES,
+};
 pub use scatter::TileGather;
 
 /// The tiling and sharding geometry of one array, with every derived count

@@ -232,3 +232,37 @@ fn rules_are_enforced() {
     ));
     assert!(Layout::new(&[Dim::new(1 << 31, (1 << 31) - 1, 1)], 1).is_ok());
 }
+
+#[test]
+fn shard_sizes_are_bounded() {
+    use LayoutError::*;
+    let e = |dims: &[Dim]| Layout::new(dims, 2).unwrap_err();
+    // Both found aborting a process before these limits existed.
+    assert!(matches!(
+        e(&[Dim::new(0, 1, u32::MAX as u64)]),
+        ShardTooLarge { dim: 0, .. }
+    ));
+    assert!(matches!(
+        e(&[Dim::new(10, 3, 1), Dim::new(7, 2, u32::MAX as u64)]),
+        ShardTooLarge { dim: 1, .. }
+    ));
+    let max = MAX_CHUNKS_PER_SHARD;
+    assert!(Layout::new(&[Dim::new(0, 1, max)], 2).is_ok());
+    assert!(matches!(
+        e(&[Dim::new(0, 1, max / 2), Dim::new(6, 1, 3)]),
+        ShardTooLarge { dim: 1, .. }
+    ));
+    // One chunk per shard over a 2^17-wide plane: too many shard files.
+    assert!(matches!(
+        e(&[Dim::new(0, 1, 1), Dim::new(1 << 17, 1, 1)]),
+        TooManyShards { dim: 1, .. }
+    ));
+    assert!(Layout::new(&[Dim::new(0, 1, 1), Dim::new(1 << 16, 1, 1)], 2).is_ok());
+    // 2^16 shards of 2^9 chunks each: a row of 2^25 chunks.
+    assert!(matches!(
+        e(&[Dim::new(0, 1, 1 << 9), Dim::new(1 << 16, 1, 1)]),
+        RowTooLarge { dim: 1, .. }
+    ));
+    let l = Layout::new(&[Dim::new(0, 1, 1 << 8), Dim::new(1 << 16, 1, 1)], 2).unwrap();
+    assert_eq!(l.shards_per_row() * l.chunks_per_shard(), MAX_CHUNKS_PER_ROW);
+}

@@ -86,93 +86,30 @@ pub struct Summary {
 impl Stream {
     /// A stream writing to the store the config names (if any) and to `sink`
     /// (if any); at least one of the two is required.
+    ///
+    /// The store is created last, once the backend, its memory and the
+    /// shard state exist: a configuration refused for any reason leaves
+    /// nothing on disk.
     pub fn new(config: &Config, sink: Option<Box<dyn ShardSink>>) -> Result<Stream> {
         let v = config.validate()?;
+        if sink.is_none() && v.config.store.is_none() {
+            return Err(Error::InvalidArgument(
+                "nothing would keep the data: give a sink or a store in the config".into(),
+            ));
+        }
+        let parts = Parts::prepare(v)?;
         let mut sinks: Vec<Box<dyn ShardSink>> = Vec::new();
         if let Some(sink) = sink {
             sinks.push(sink);
         }
-        if v.config.store.is_some() {
-            sinks.push(Box::new(FsStore::create(&v)?));
+        if parts.v.config.store.is_some() {
+            sinks.push(Box::new(FsStore::create(&parts.v)?));
         }
         let sink: Box<dyn ShardSink> = match sinks.len() {
-            0 => {
-                return Err(Error::InvalidArgument(
-                    "nothing would keep the data: give a sink or a store in the config".into(),
-                ))
-            }
-            1 => sinks.pop().unwrap(),
+            1 => sinks.pop().expect("one sink"),
             _ => Box::new(Tee(sinks)),
         };
-        Stream::with_sink(v, sink)
-    }
-
-    fn with_sink(mut v: Validated, sink: Box<dyn ShardSink>) -> Result<Stream> {
-        let (backend, selection) = backend::select(&mut v)?;
-        let copy_threads = copy_threads(selection.kind);
-        let shared = Arc::new(Shared::new(selection));
-        let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
-        let n = v.staging_buffers;
-        let (free_tx, free_rx) = mpsc::channel();
-        for _ in 0..n {
-            free_tx
-                .send(backend.alloc_staging(buffer_bytes)?)
-                .expect("receiver alive");
-        }
-        // Every staging buffer plus the finish message fits: sends never block.
-        let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
-        let (del_tx, del_rx) = mpsc::sync_channel(1);
-        let (spare_tx, spare_rx) = mpsc::channel();
-        let (retired_tx, retired_rx) = mpsc::channel();
-        let compute = ComputeThread {
-            retired: retired_tx,
-            shared: shared.clone(),
-            backend,
-            layout: v.layout.clone(),
-            jobs: job_rx,
-            free_staging: free_tx,
-            deliveries: del_tx,
-            spare_epochs: spare_rx,
-        };
-        let delivery = DeliveryThread {
-            shared: shared.clone(),
-            layout: v.layout.clone(),
-            assembler: ShardAssembler::new(&v.layout, v.config.index_location),
-            sink,
-            deliveries: del_rx,
-            spare_epochs: spare_tx,
-        };
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(f)
-                .map_err(|e| Error::Internal(format!("starting thread {name}: {e}")))
-        };
-        let threads = vec![
-            spawn("tz-compute", Box::new(move || compute.run()))?,
-            spawn("tz-delivery", Box::new(move || delivery.run()))?,
-        ];
-        let copy_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(copy_threads)
-            .thread_name(|i| format!("tz-copy-{i}"))
-            .build()
-            .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
-        Ok(Stream {
-            _retired: retired_rx,
-            copy_pool,
-            config: v,
-            shared,
-            staging: None,
-            filled: 0,
-            epoch: 0,
-            bytes_in: 0,
-            buffer_bytes,
-            free_staging: free_rx,
-            jobs: Some(job_tx),
-            threads,
-            finished: None,
-            started: None,
-        })
+        parts.start(sink)
     }
 
     /// The validated configuration.
@@ -227,10 +164,13 @@ impl Stream {
     /// `data.len()` only when the timeout expired.
     pub fn write_blocking(&mut self, data: &[u8], timeout: Option<Duration>) -> Result<usize> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        let capacity = self.config.layout.array_bytes();
         let mut done = 0;
         loop {
             done += self.try_write(&data[done..])?;
-            if done == data.len() {
+            // At the end of a bounded array, what was taken is reported now
+            // and the overflow on the next call, as `try_write` does.
+            if done == data.len() || (done > 0 && Some(self.bytes_in) == capacity) {
                 return Ok(done);
             }
             // Busy: wait for the compute thread to hand a buffer back.
@@ -350,6 +290,107 @@ impl Stream {
             let e = Error::Internal("the pipeline's compute thread stopped".into());
             self.shared.poison(e.clone());
             e
+        })
+    }
+}
+
+/// Everything a stream allocates before its store exists: the backend,
+/// the staging buffers and the shard state.
+struct Parts {
+    v: Validated,
+    backend: Box<dyn Backend>,
+    selection: backend::Selection,
+    staging: Vec<StagingBuffer>,
+    assembler: ShardAssembler,
+}
+
+impl Parts {
+    fn prepare(mut v: Validated) -> Result<Parts> {
+        let (backend, selection) = backend::select(&mut v)?;
+        let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
+        let assembler = ShardAssembler::new(&v.layout, v.config.index_location)?;
+        let staging = (0..v.staging_buffers)
+            .map(|_| backend.alloc_staging(buffer_bytes))
+            .collect::<Result<_>>()?;
+        Ok(Parts {
+            v,
+            backend,
+            selection,
+            staging,
+            assembler,
+        })
+    }
+
+    /// Starts the pipeline's threads on `sink`.
+    fn start(self, sink: Box<dyn ShardSink>) -> Result<Stream> {
+        let Parts {
+            v,
+            backend,
+            selection,
+            staging,
+            assembler,
+        } = self;
+        let copy_threads = copy_threads(selection.kind);
+        let shared = Arc::new(Shared::new(selection));
+        let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
+        let n = staging.len();
+        let (free_tx, free_rx) = mpsc::channel();
+        for buf in staging {
+            free_tx.send(buf).expect("receiver alive");
+        }
+        // Every staging buffer plus the finish message fits: sends never block.
+        let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
+        let (del_tx, del_rx) = mpsc::sync_channel(1);
+        let (spare_tx, spare_rx) = mpsc::channel();
+        let (retired_tx, retired_rx) = mpsc::channel();
+        let compute = ComputeThread {
+            retired: retired_tx,
+            shared: shared.clone(),
+            backend,
+            layout: v.layout.clone(),
+            jobs: job_rx,
+            free_staging: free_tx,
+            deliveries: del_tx,
+            spare_epochs: spare_rx,
+        };
+        let delivery = DeliveryThread {
+            shared: shared.clone(),
+            layout: v.layout.clone(),
+            assembler,
+            sink,
+            deliveries: del_rx,
+            spare_epochs: spare_tx,
+        };
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| Error::Internal(format!("starting thread {name}: {e}")))
+        };
+        let threads = vec![
+            spawn("tz-compute", Box::new(move || compute.run()))?,
+            spawn("tz-delivery", Box::new(move || delivery.run()))?,
+        ];
+        let copy_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(copy_threads)
+            .thread_name(|i| format!("tz-copy-{i}"))
+            .build()
+            .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
+        Ok(Stream {
+            _retired: retired_rx,
+            copy_pool,
+            config: v,
+            shared,
+            staging: None,
+            filled: 0,
+            epoch: 0,
+            bytes_in: 0,
+            buffer_bytes,
+            free_staging: free_rx,
+            jobs: Some(job_tx),
+            threads,
+            finished: None,
+            started: None,
         })
     }
 }

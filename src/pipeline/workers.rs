@@ -3,7 +3,7 @@
 //! assembles shards and calls the sink. Channels carry the work in order,
 //! and their bounds are the back-pressure that finally makes `write` busy.
 
-use super::{Metrics, Shared, Stage};
+use super::{Shared, Stage};
 use crate::backend::{Backend, BatchJob, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -169,7 +169,7 @@ impl DeliveryThread {
         let t = std::time::Instant::now();
         let row_done = self
             .assembler
-            .push(epoch, &mut counted(&mut *self.sink, &self.shared.metrics))?;
+            .push(epoch, &mut counted(&mut *self.sink, &self.shared))?;
         if row_done {
             let planes = self
                 .layout
@@ -182,19 +182,28 @@ impl DeliveryThread {
 
     fn finish(&mut self, planes: u64) -> Result<()> {
         self.assembler
-            .finish(&mut counted(&mut *self.sink, &self.shared.metrics))?;
+            .finish(&mut counted(&mut *self.sink, &self.shared))?;
         self.sink.finish(planes)
     }
 }
 
-/// Emits a shard through `sink`, counting it in `metrics`.
+/// Emits a shard through `sink`, counting it in the metrics. A stream
+/// destroyed without its flush stops here, between two shards of a row:
+/// only the sink call under way when it was destroyed completes.
 fn counted<'a>(
     sink: &'a mut dyn ShardSink,
-    metrics: &'a Metrics,
+    shared: &'a Shared,
 ) -> impl FnMut(Shard<'_>) -> Result<()> + 'a {
     move |shard| {
+        if shared.cancel.load(Relaxed) {
+            return Err(Error::Internal(
+                "the stream was destroyed before its flush".into(),
+            ));
+        }
         sink.emit(&shard)?;
-        metrics.add_shard((shard.data.len() + shard.index.len()) as u64);
+        shared
+            .metrics
+            .add_shard((shard.data.len() + shard.index.len()) as u64);
         Ok(())
     }
 }

@@ -3,7 +3,9 @@
 
 use super::{CompressedEpoch, Shard, ShardIndex};
 use crate::config::IndexLocation;
+use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::memory::{try_filled, try_reserve};
 use rayon::prelude::*;
 
 /// Shards one copy task takes at least: a row of a few small shards is not
@@ -30,18 +32,25 @@ pub struct ShardAssembler {
 }
 
 impl ShardAssembler {
-    pub fn new(layout: &Layout, location: IndexLocation) -> ShardAssembler {
-        let present = (0..layout.shard_major_len())
-            .map(|j| layout.slot_at_position(j).is_some())
-            .collect();
+    /// The shard state of one row (an error when memory is short: see
+    /// [`ShardAssembler::memory_bytes`] for how much it takes).
+    pub fn new(layout: &Layout, location: IndexLocation) -> Result<ShardAssembler> {
+        let mut present = try_filled(layout.shard_major_len() as usize, false, "shard positions")?;
+        for (j, p) in present.iter_mut().enumerate() {
+            *p = layout.slot_at_position(j as u64).is_some();
+        }
         let chunks = layout.chunks_per_shard() as usize;
-        let shards = (0..layout.shards_per_row())
-            .map(|_| ActiveShard {
+        let mut shards = Vec::new();
+        try_reserve(&mut shards, layout.shards_per_row() as usize, "shard state")?;
+        for _ in 0..layout.shards_per_row() {
+            shards.push(ActiveShard {
                 data: Vec::new(),
-                index: ShardIndex::new(chunks),
-            })
-            .collect();
-        ShardAssembler {
+                index: ShardIndex::new(chunks)?,
+            });
+        }
+        let mut index_bytes = Vec::new();
+        try_reserve(&mut index_bytes, layout.index_bytes(), "a shard index")?;
+        Ok(ShardAssembler {
             layout: layout.clone(),
             index_at_start: location == IndexLocation::Start,
             present,
@@ -49,8 +58,26 @@ impl ShardAssembler {
             row: None,
             rows_emitted: 0,
             coord: vec![0; layout.rank()],
-            index_bytes: Vec::with_capacity(layout.index_bytes()),
-        }
+            index_bytes,
+        })
+    }
+
+    /// Host bytes the assembler holds at most, given that one epoch's
+    /// compressed bytes are at most `epoch_bytes`: its tables, and a whole
+    /// shard row's data when a row spans several epochs (its shards are
+    /// written only when the row is complete).
+    pub fn memory_bytes(layout: &Layout, epoch_bytes: u64) -> u64 {
+        let shards = layout.shards_per_row();
+        let tables = layout.shard_major_len()
+            + shards * (layout.chunks_per_shard() * 16 + std::mem::size_of::<ActiveShard>() as u64)
+            + layout.index_bytes() as u64;
+        let epochs = layout.epochs_per_shard_row();
+        let held = match layout.epoch_count() {
+            _ if epochs == 1 => 0,
+            Some(count) => epochs.min(count),
+            None => epochs,
+        };
+        tables.saturating_add(held.saturating_mul(epoch_bytes))
     }
 
     /// Shard rows emitted so far.
@@ -60,7 +87,7 @@ impl ShardAssembler {
 
     /// Adds one epoch; emits the shard row when this epoch completes it.
     /// Epochs must arrive in order. Returns whether a row was emitted.
-    pub fn push<E>(
+    pub fn push<E: From<Error>>(
         &mut self,
         epoch: &CompressedEpoch,
         emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
@@ -82,9 +109,10 @@ impl ShardAssembler {
             .par_iter_mut()
             .enumerate()
             .with_min_len(PARALLEL_MIN_SHARDS)
-            .for_each(|(k, shard)| {
+            .try_for_each(|(k, shard)| -> Result<()> {
                 let (begin, end) = shard_range(epoch, k, per_shard);
                 let base = shard.data.len() as u64;
+                try_reserve(&mut shard.data, end - begin, "a shard row's data")?;
                 shard.data.extend_from_slice(&epoch.data[begin..end]);
                 index_epoch(
                     &mut shard.index,
@@ -95,7 +123,9 @@ impl ShardAssembler {
                     first_chunk,
                     base,
                 );
-            });
+                Ok(())
+            })
+            .map_err(E::from)?;
         let last_of_row = (epoch.epoch + 1) % self.layout.epochs_per_shard_row() == 0;
         let last_of_array = self.layout.epoch_count() == Some(epoch.epoch + 1);
         if last_of_row || last_of_array {

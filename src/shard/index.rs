@@ -11,10 +11,11 @@ pub struct ShardIndex {
 }
 
 impl ShardIndex {
-    pub fn new(chunks: usize) -> ShardIndex {
-        ShardIndex {
-            pairs: vec![[EMPTY; 2]; chunks],
-        }
+    /// An index of `chunks` empty entries (an error when memory is short).
+    pub fn new(chunks: usize) -> crate::Result<ShardIndex> {
+        Ok(ShardIndex {
+            pairs: crate::memory::try_filled(chunks, [EMPTY; 2], "a shard index")?,
+        })
     }
 
     pub fn set(&mut self, chunk: usize, offset: u64, nbytes: u64) {
@@ -51,7 +52,7 @@ mod tests {
 
     #[test]
     fn serialized_index_has_pairs_then_crc() {
-        let mut ix = ShardIndex::new(3);
+        let mut ix = ShardIndex::new(3).unwrap();
         ix.set(1, 10, 5);
         let mut out = Vec::new();
         ix.serialize(100, &mut out);

@@ -1,10 +1,10 @@
 //! Where complete shards go: the [`ShardSink`] trait, the filesystem Zarr v3
 //! store, a sink that discards (benchmarks), and a fan-out.
 
-mod fs_store;
+mod fs;
 mod zarr_json;
 
-pub use fs_store::FsStore;
+pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
 pub use zarr_json::zarr_json;
 
 use crate::error::Result;

@@ -2,7 +2,9 @@
 //! share their input rows, so copying them together walks the input in
 //! order (one page after another) instead of jumping a row per run.
 
+use crate::error::Result;
 use crate::layout::{Layout, TileGather};
+use crate::memory::try_reserve;
 
 /// Consecutive tiles of one row, gathered and compressed as one task.
 #[derive(Debug, Clone)]
@@ -18,10 +20,11 @@ pub struct RowTask {
 }
 
 /// Splits the tile pool into row tasks of at most `max_tiles` tiles.
-pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Vec<RowTask> {
+pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     let per_row = layout.tiles_per_row();
     let rows = layout.tiles_per_epoch() / per_row;
     let mut tasks = Vec::new();
+    try_reserve(&mut tasks, (rows * per_row.div_ceil(max_tiles)) as usize, "gather tasks")?;
     for r in 0..rows {
         let plan = layout.tile_gather(r * per_row);
         let mut j = 0;
@@ -36,7 +39,7 @@ pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Vec<RowTask> {
             j += count;
         }
     }
-    tasks
+    Ok(tasks)
 }
 
 /// Copies the task's tiles out of the epoch's input into `tiles`

@@ -8,31 +8,47 @@ use crate::codec::ChunkCompressor;
 use crate::config::{Codec, Validated};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::memory::{try_filled, try_reserve};
 use crate::pipeline::Stage;
-use crate::shard::CompressedEpoch;
+use crate::shard::{CompressedEpoch, ShardAssembler};
 use gather::{gather_row, row_tasks, RowTask};
 use rayon::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// Host memory a CPU stream needs: staging, the per-tile chunk buffers,
-/// and the compressed epochs in flight (up to three: being aggregated,
-/// queued, being delivered).
+/// the compressed epochs in flight (up to three: being aggregated, queued,
+/// being delivered) with their offsets, each worker's gather scratch, the
+/// tables of the shard-major order, and the shard assembler.
 pub fn plan(v: &Validated) -> super::cuda::MemoryPlan {
     let layout = &v.layout;
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * layout.epoch_bytes();
     let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
-    let epoch_out = layout.tiles_per_epoch() * chunk;
+    let tiles = layout.tiles_per_epoch();
+    let positions = layout.shard_major_len();
+    let epoch_out = tiles * chunk + (positions + 1) * 8;
+    let scratch = v.threads as u64 * task_tiles(layout) * layout.tile_bytes() as u64;
+    let tables = positions * std::mem::size_of::<Option<u64>>() as u64
+        + tiles * std::mem::size_of::<Vec<u8>>() as u64;
+    let assembler = ShardAssembler::memory_bytes(layout, epoch_out);
+    let host = [staging, 4 * epoch_out, scratch, tables, assembler]
+        .iter()
+        .fold(0u64, |sum, &b| sum.saturating_add(b));
     super::cuda::MemoryPlan {
         device_bytes: 0,
         pinned_bytes: 0,
-        host_bytes: staging + 4 * epoch_out,
+        host_bytes: host,
     }
 }
 
 /// Scratch per task stays near this size (many small tiles per task, or
 /// one large tile).
 const TASK_BYTES: usize = 1 << 20;
+
+/// Tiles one task gathers and compresses.
+fn task_tiles(layout: &Layout) -> u64 {
+    (TASK_BYTES / layout.tile_bytes()).max(1) as u64
+}
 
 pub struct CpuBackend {
     layout: Layout,
@@ -53,12 +69,12 @@ impl CpuBackend {
             .thread_name(|i| format!("tz-cpu-{i}"))
             .build()
             .map_err(|e| Error::Internal(format!("starting worker threads: {e}")))?;
-        let max_tiles = (TASK_BYTES / layout.tile_bytes()).max(1) as u64;
-        let tasks = row_tasks(&layout, max_tiles);
-        let order = (0..layout.shard_major_len())
-            .map(|j| layout.slot_at_position(j))
-            .collect();
-        let chunks = vec![Vec::new(); layout.tiles_per_epoch() as usize];
+        let tasks = row_tasks(&layout, task_tiles(&layout))?;
+        let mut order = try_filled(layout.shard_major_len() as usize, None, "the shard order")?;
+        for (j, slot) in order.iter_mut().enumerate() {
+            *slot = layout.slot_at_position(j as u64);
+        }
+        let chunks = try_filled(layout.tiles_per_epoch() as usize, Vec::new(), "chunk buffers")?;
         Ok(CpuBackend {
             layout,
             codec: v.config.codec,
@@ -92,7 +108,9 @@ impl Backend for CpuBackend {
                         return Ok(());
                     }
                     let t0 = Instant::now();
-                    scratch.resize(task.count as usize * tile_bytes, 0);
+                    let need = task.count as usize * tile_bytes;
+                    try_reserve(scratch, need.saturating_sub(scratch.len()), "gather scratch")?;
+                    scratch.resize(need, 0);
                     gather_row(layout, task, job.input, scratch);
                     let t1 = Instant::now();
                     let compressor = compressor
@@ -100,10 +118,13 @@ impl Backend for CpuBackend {
                         .map_err(|e| Error::Internal(format!("creating compressor: {e}")))?;
                     for (k, (tile, chunk)) in scratch.chunks(tile_bytes).zip(chunks).enumerate() {
                         compressor.compress(tile, chunk).map_err(|e| {
-                            Error::Internal(format!(
-                                "compressing tile {}: {e}",
-                                task.first_slot + k as u64
-                            ))
+                            let what = format!("compressing tile {}", task.first_slot + k as u64);
+                            match e.kind() {
+                                std::io::ErrorKind::OutOfMemory => {
+                                    Error::OutOfMemory(format!("{what}: {e}"))
+                                }
+                                _ => Error::Internal(format!("{what}: {e}")),
+                            }
                         })?;
                     }
                     job.metrics.add_time(Stage::Scatter, t1 - t0);
@@ -112,9 +133,8 @@ impl Backend for CpuBackend {
                 },
             )
         })?;
-        job.metrics.time(Stage::Aggregate, || {
-            aggregate(&self.order, &self.chunks, out);
-        });
+        job.metrics
+            .time(Stage::Aggregate, || aggregate(&self.order, &self.chunks, out))?;
         out.epoch = job.epoch;
         Ok(())
     }
@@ -123,10 +143,13 @@ impl Backend for CpuBackend {
 /// Packs the chunks densely in shard-major order. sharding.md's three
 /// passes (permute sizes, exclusive scan, gather) collapse on the CPU into
 /// one walk over the positions in order, appending each chunk.
-fn aggregate(order: &[Option<u64>], chunks: &[Vec<u8>], out: &mut CompressedEpoch) {
+fn aggregate(order: &[Option<u64>], chunks: &[Vec<u8>], out: &mut CompressedEpoch) -> Result<()> {
     out.offsets.clear();
+    try_reserve(&mut out.offsets, order.len() + 1, "an epoch's offsets")?;
     let data = out.data.owned_mut();
     data.clear();
+    let total = chunks.iter().map(Vec::len).sum();
+    try_reserve(data, total, "an epoch's compressed bytes")?;
     out.offsets.push(0);
     for slot in order {
         if let Some(slot) = slot {
@@ -134,4 +157,5 @@ fn aggregate(order: &[Option<u64>], chunks: &[Vec<u8>], out: &mut CompressedEpoc
         }
         out.offsets.push(data.len() as u64);
     }
+    Ok(())
 }

@@ -60,12 +60,25 @@ pub fn plan(v: &Validated) -> Result<MemoryPlan> {
         }
     };
     let z = Sizes::new(&v, nvcomp.as_ref())?;
-    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
+    let (pinned_bytes, host_bytes) = host_bytes(&v, &z);
     Ok(MemoryPlan {
         device_bytes: z.device_bytes(v.layout.tiles_per_epoch() as usize),
-        pinned_bytes: z.pinned_bytes() + staging,
-        host_bytes: 0,
+        pinned_bytes,
+        host_bytes,
     })
+}
+
+/// Page-locked bytes (staging and the backend's own buffers) and ordinary
+/// host bytes (the shard state and the host copy of the permutation and
+/// chunk tables) of a GPU stream.
+fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
+    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
+    let epoch_out = (z.chunks / z.epochs.max(1) * z.out_stride) as u64
+        + (v.layout.shard_major_len() + 1) * 8;
+    let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, epoch_out);
+    // Offsets of the epochs in flight (three), and the tables built once.
+    let tables = 3 * (v.layout.shard_major_len() + 1) * 8 + 2 * z.chunks as u64 * 8;
+    (z.pinned_bytes() + staging, assembler.saturating_add(tables))
 }
 
 /// Device and page-locked bytes the GPU backend holds right now, all
@@ -263,6 +276,8 @@ impl CudaBackend {
         };
         let z = Sizes::new(v, nvcomp.as_ref())?;
         check_fits(&z, m)?;
+        let host = host_bytes(v, &z);
+        crate::memory::check_available(host.0 + host.1, "this stream (GPU backend)")?;
         let (epochs, chunks) = (z.epochs, z.chunks);
         let compressor = match nvcomp {
             None => None,
@@ -307,7 +322,10 @@ impl CudaBackend {
             Some(_) => DeviceBuffer::new(chunks * chunk_stride, "compressed chunks")?,
             None => DeviceBuffer::new(0, "compressed chunks")?,
         };
-        let perm: Vec<u64> = (0..m as u64).map(|i| layout.shard_position(i)).collect();
+        let mut perm = crate::memory::try_filled(m, 0u64, "the shard permutation")?;
+        for (i, p) in perm.iter_mut().enumerate() {
+            *p = layout.shard_position(i as u64);
+        }
         let mut b = CudaBackend {
             epochs_per_batch: epochs,
             tile_stride,

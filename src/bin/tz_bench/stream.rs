@@ -35,6 +35,7 @@ pub fn run(
             config.store = Some(Store {
                 path: path.to_path_buf(),
                 overwrite: true,
+                fsync: true,
             });
             None
         }

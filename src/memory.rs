@@ -1,0 +1,113 @@
+//! Host memory: how much this process may still use, and allocations that
+//! fail with an error instead of aborting. Every buffer whose size a
+//! configuration decides goes through here: the host program must never be
+//! taken down because a configuration asked for too much.
+
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// A vector of `n` copies of `value`, or `OutOfMemory` naming `what`.
+pub fn try_filled<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    try_reserve(&mut v, n, what)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// Room for `extra` more elements in `v`, or `OutOfMemory` naming `what`.
+pub fn try_reserve<T>(v: &mut Vec<T>, extra: usize, what: &str) -> Result<()> {
+    v.try_reserve(extra).map_err(|_| {
+        Error::OutOfMemory(format!(
+            "{what}: {} bytes could not be allocated",
+            extra.saturating_mul(std::mem::size_of::<T>())
+        ))
+    })
+}
+
+/// Bytes of memory this process can still take without being killed, as
+/// far as the system says: the kernel's `MemAvailable`, lowered to what a
+/// cgroup limit leaves. `None` where neither can be read (not Linux).
+///
+/// An allocation that reserves address space succeeds far beyond this on
+/// Linux (overcommit) and the process is killed when the pages are touched,
+/// so large buffers are checked against it first.
+pub fn available_host_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| meminfo_available(&text));
+    match (meminfo, cgroup_headroom(Path::new("/sys/fs/cgroup"))) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `MemAvailable` from the text of `/proc/meminfo`, in bytes.
+fn meminfo_available(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// What the cgroup's memory limit leaves (v2 `memory.max` less
+/// `memory.current`, or v1's limit less usage); `None` without a limit.
+fn cgroup_headroom(root: &Path) -> Option<u64> {
+    let read = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(root.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let (limit, used) = match read("memory.max") {
+        Some(limit) => (limit, read("memory.current")?),
+        None => (
+            read("memory/memory.limit_in_bytes")?,
+            read("memory/memory.usage_in_bytes")?,
+        ),
+    };
+    // cgroup v1 reports "no limit" as a huge number.
+    (limit < 1 << 60).then(|| limit.saturating_sub(used))
+}
+
+/// Refuses `need` bytes of host memory (for `what`) when the system says
+/// fewer are available, with both numbers in the message.
+pub fn check_available(need: u64, what: &str) -> Result<()> {
+    match available_host_bytes() {
+        Some(free) if need > free => Err(Error::OutOfMemory(format!(
+            "{what} needs {need} bytes of host memory, but only {free} are available; \
+             lower staging_bytes or the shard size"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_is_parsed_in_bytes() {
+        let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(meminfo_available(text), Some(2048 * 1024));
+        assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn cgroup_limits_leave_headroom() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(cgroup_headroom(dir.path()), None);
+        std::fs::write(dir.path().join("memory.max"), "max\n").unwrap();
+        std::fs::write(dir.path().join("memory.current"), "100\n").unwrap();
+        assert_eq!(cgroup_headroom(dir.path()), None);
+        std::fs::write(dir.path().join("memory.max"), "1000\n").unwrap();
+        assert_eq!(cgroup_headroom(dir.path()), Some(900));
+    }
+
+    #[test]
+    fn huge_requests_are_errors() {
+        let e = try_filled(usize::MAX / 2, 0u64, "a test table").unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory(_)), "{e}");
+        assert!(e.to_string().contains("a test table"), "{e}");
+        assert!(check_available(u64::MAX, "a stream").is_err());
+    }
+}

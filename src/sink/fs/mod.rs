@@ -1,0 +1,277 @@
+//! The filesystem Zarr v3 store: `zarr.json` at the root, one file per shard
+//! under `c/` (default chunk key encoding with `/`).
+//!
+//! Every file is written under a temporary name and renamed into place, so a
+//! reader (or a crash) never sees a shard or a `zarr.json` half written;
+//! with `fsync` (the default) the file and its folder are flushed to the
+//! disk before the shard counts as written. The store owns exactly what it
+//! created: it holds a lock while the stream lives, `overwrite` removes only
+//! an earlier store's own files, a failed create removes what it made, and a
+//! store folder that vanishes or is replaced poisons the stream.
+
+mod lock;
+mod ownership;
+mod recover;
+
+pub use lock::LOCK_FILE;
+pub use recover::{recover, Recovery};
+
+use super::{zarr_json, ShardSink};
+use crate::config::Validated;
+use crate::error::{Error, Result};
+use crate::shard::Shard;
+use lock::StoreLock;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+pub struct FsStore {
+    root: PathBuf,
+    /// (device, inode) of the store folder: a different one at `root`
+    /// means the folder was replaced.
+    identity: (u64, u64),
+    fsync: bool,
+    config: Validated,
+    /// The dimension-0 extent last written to `zarr.json`.
+    planes_written: u64,
+    /// The folder of the last shard written: the next shard of a row
+    /// usually shares it, so it need not be created again.
+    last_folder: PathBuf,
+    key: PathBuf,
+    // Last: released once everything above is done.
+    _lock: StoreLock,
+}
+
+impl FsStore {
+    /// Creates the store at the configured path. An existing path is
+    /// refused unless `overwrite` is set, and even then only a folder whose
+    /// every entry this library wrote is cleared (a symbolic link to such a
+    /// folder is followed). On failure nothing this call created remains.
+    pub fn create(v: &Validated) -> Result<FsStore> {
+        let store = v
+            .config
+            .store
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument("the configuration names no store".into()))?;
+        let root = store.path.clone();
+        let existed = match fs::metadata(&root) {
+            Ok(m) if m.is_dir() => true,
+            Ok(_) => {
+                return Err(Error::Exists {
+                    path: root,
+                    reason: "it is a file, not a folder; refusing to replace it".into(),
+                })
+            }
+            Err(_) if root.is_symlink() => {
+                return Err(Error::Exists {
+                    path: root,
+                    reason: "it is a symbolic link to nothing; refusing to replace it".into(),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(Error::io("reading", &root, e)),
+        };
+        if existed && !store.overwrite {
+            return Err(Error::Exists {
+                path: root,
+                reason: "refusing to write into it (set store.overwrite to replace it)".into(),
+            });
+        }
+        let created = if existed {
+            None
+        } else {
+            Some(create_folders(&root)?)
+        };
+        let result = FsStore::open(v, &root, existed, store.fsync);
+        if let (Err(_), Some(top)) = (&result, created) {
+            // Only folders this call made, and only when empty again.
+            remove_empty_folders(&root, &top);
+        }
+        result
+    }
+
+    /// Locks the folder, clears an old store, writes `zarr.json`.
+    fn open(v: &Validated, root: &Path, existed: bool, fsync: bool) -> Result<FsStore> {
+        let lock = StoreLock::acquire(root)?;
+        if existed {
+            ownership::clear_old_store(root)?;
+        }
+        let meta = fs::metadata(root).map_err(|e| Error::io("reading", root, e))?;
+        let planes = if v.layout.is_unbounded() {
+            0
+        } else {
+            v.layout.dims()[0].size
+        };
+        let mut s = FsStore {
+            root: root.to_path_buf(),
+            identity: (meta.dev(), meta.ino()),
+            fsync,
+            config: v.clone(),
+            planes_written: u64::MAX,
+            last_folder: PathBuf::new(),
+            key: PathBuf::new(),
+            _lock: lock,
+        };
+        if let Err(e) = s.write_metadata(planes) {
+            let _ = fs::remove_file(root.join("zarr.json"));
+            return Err(e);
+        }
+        if fsync {
+            // The store folder's own entry in its parent.
+            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_folder(parent)?;
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn write_metadata(&mut self, planes: u64) -> Result<()> {
+        if planes == self.planes_written {
+            return Ok(());
+        }
+        self.check_folder()?;
+        let doc = zarr_json(&self.config, planes);
+        write_atomically(&self.root.join("zarr.json"), &[doc.as_bytes()], self.fsync)?;
+        self.planes_written = planes;
+        Ok(())
+    }
+
+    /// The store folder must still be the one created: writing on into a
+    /// new folder at the same path would make a store without metadata.
+    fn check_folder(&self) -> Result<()> {
+        let same = fs::metadata(&self.root)
+            .map(|m| (m.dev(), m.ino()) == self.identity)
+            .unwrap_or(false);
+        if same {
+            return Ok(());
+        }
+        Err(Error::io(
+            "the store folder vanished or was replaced during the stream",
+            &self.root,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the folder the stream created is no longer at this path",
+            ),
+        ))
+    }
+
+    /// Creates the folders of a shard key below the store folder (never
+    /// the store folder itself: a vanished store must not be re-created).
+    fn create_shard_folder(&mut self, folder: &Path) -> Result<()> {
+        if folder == self.last_folder {
+            return Ok(());
+        }
+        let below = folder.strip_prefix(&self.root).unwrap_or(folder);
+        let mut at = self.root.clone();
+        for part in below.components() {
+            let parent = at.clone();
+            at.push(part);
+            match fs::create_dir(&at) {
+                Ok(()) if self.fsync => sync_folder(&parent)?,
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("creating folder", &at, e)),
+            }
+        }
+        self.last_folder = folder.to_path_buf();
+        Ok(())
+    }
+}
+
+impl ShardSink for FsStore {
+    fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
+        self.check_folder()?;
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.push(&self.root);
+        key.push("c");
+        let (file, dirs) = shard.coord.split_last().expect("rank >= 1");
+        for c in dirs {
+            key.push(c.to_string());
+        }
+        let folder = self.create_shard_folder(&key);
+        key.push(file.to_string());
+        let written = folder.and_then(|()| write_atomically(&key, &shard.parts(), self.fsync));
+        self.key = key;
+        written
+    }
+
+    fn progress(&mut self, planes: u64) -> Result<()> {
+        if self.config.layout.is_unbounded() {
+            self.write_metadata(planes)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, planes: u64) -> Result<()> {
+        if self.config.layout.is_unbounded() {
+            self.write_metadata(planes)?;
+        }
+        self.check_folder()
+    }
+}
+
+/// Writes `parts` to `path` through a temporary file renamed into place;
+/// with `fsync`, the file's bytes and then its folder's entry reach the
+/// disk before this returns.
+fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        let mut f = fs::File::create(&tmp)?;
+        for p in parts {
+            f.write_all(p)?;
+        }
+        if fsync {
+            f.sync_all()?;
+        }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("writing", path, e));
+    }
+    fs::rename(&tmp, path).map_err(|e| Error::io("renaming into place", path, e))?;
+    match path.parent() {
+        Some(folder) if fsync => sync_folder(folder),
+        _ => Ok(()),
+    }
+}
+
+/// Flushes a folder's entries (a rename or a new file in it) to the disk.
+fn sync_folder(folder: &Path) -> Result<()> {
+    fs::File::open(folder)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io("syncing folder", folder, e))
+}
+
+/// Creates `root` and any missing parents; returns the topmost folder it
+/// created.
+fn create_folders(root: &Path) -> Result<PathBuf> {
+    let mut top = root.to_path_buf();
+    while let Some(parent) = top.parent() {
+        if parent.as_os_str().is_empty() || parent.exists() {
+            break;
+        }
+        top = parent.to_path_buf();
+    }
+    fs::create_dir_all(root).map_err(|e| Error::io("creating store", root, e))?;
+    Ok(top)
+}
+
+/// Removes `root` and its parents up to `top`, each only if empty.
+fn remove_empty_folders(root: &Path, top: &Path) {
+    let mut at = Some(root);
+    while let Some(dir) = at {
+        if fs::remove_dir(dir).is_err() || dir == top {
+            break;
+        }
+        at = dir.parent();
+    }
+}

@@ -1,0 +1,233 @@
+//! What a store written by this library consists of, so that `overwrite`
+//! removes exactly that and nothing else: `zarr.json` files, `c/` trees of
+//! shard files named by their coordinates, level folders (`0`, `1`, ...)
+//! holding arrays of their own, the lock file, and the `*.partial` files a
+//! crash leaves behind. Anything else in the folder (another array, a
+//! notes file, a symbolic link) makes `overwrite` refuse, naming it.
+
+use super::lock::LOCK_FILE;
+use crate::error::{Error, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const METADATA: &str = "zarr.json";
+const PARTIAL: &str = ".partial";
+
+/// What an entry of a store folder is.
+enum Entry {
+    /// A file the library writes.
+    File,
+    /// The `c/` tree of shard files.
+    Chunks,
+    /// A level folder with an array (or group) of its own.
+    Node,
+    /// The lock file, left alone here.
+    Lock,
+}
+
+/// Checks that everything under `root` was written by the library, then
+/// removes it (the lock file and `root` itself stay). Nothing is removed
+/// when anything is not ours.
+pub fn clear_old_store(root: &Path) -> Result<()> {
+    check_node(root, true)?;
+    remove_node(root, true)
+}
+
+fn foreign(path: &Path, why: &str) -> Error {
+    Error::Exists {
+        path: path.to_path_buf(),
+        reason: format!(
+            "{why}; it was not written by TiledZarr, so overwrite refuses to delete the store \
+             around it (move it away or choose another path)"
+        ),
+    }
+}
+
+fn entries(dir: &Path) -> Result<Vec<(PathBuf, fs::FileType)>> {
+    let read = fs::read_dir(dir).map_err(|e| Error::io("reading the old store", dir, e))?;
+    let mut out = Vec::new();
+    for entry in read {
+        let entry = entry.map_err(|e| Error::io("reading the old store", dir, e))?;
+        let kind = entry
+            .file_type()
+            .map_err(|e| Error::io("reading the old store", entry.path(), e))?;
+        out.push((entry.path(), kind));
+    }
+    Ok(out)
+}
+
+fn is_coordinate(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Classifies an entry of a store (or level) folder.
+fn classify(path: &Path, kind: fs::FileType, root: bool) -> Result<Entry> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if kind.is_symlink() {
+        return Err(foreign(path, "a symbolic link"));
+    }
+    if kind.is_file() {
+        return match name {
+            METADATA => check_metadata(path).map(|()| Entry::File),
+            n if n == format!("{METADATA}{PARTIAL}") => Ok(Entry::File),
+            LOCK_FILE if root => Ok(Entry::Lock),
+            _ => Err(foreign(path, "an unknown file")),
+        };
+    }
+    if kind.is_dir() {
+        if name == "c" {
+            return Ok(Entry::Chunks);
+        }
+        if is_coordinate(name) && path.join(METADATA).is_file() {
+            return Ok(Entry::Node);
+        }
+    }
+    Err(foreign(path, "an unknown folder or special file"))
+}
+
+/// A `zarr.json` must be a Zarr v3 document: another format's metadata is
+/// someone else's store.
+fn check_metadata(path: &Path) -> Result<()> {
+    let text = fs::read(path).map_err(|e| Error::io("reading the old store", path, e))?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|_| foreign(path, "not a Zarr v3 document"))?;
+    match doc.get("zarr_format").and_then(|v| v.as_u64()) {
+        Some(3) => Ok(()),
+        _ => Err(foreign(path, "not a Zarr v3 document")),
+    }
+}
+
+fn check_node(dir: &Path, root: bool) -> Result<()> {
+    for (path, kind) in entries(dir)? {
+        match classify(&path, kind, root)? {
+            Entry::Chunks => check_chunks(&path)?,
+            Entry::Node => check_node(&path, false)?,
+            Entry::File | Entry::Lock => {}
+        }
+    }
+    Ok(())
+}
+
+/// A `c/` tree holds folders and shard files named by coordinates only.
+fn check_chunks(dir: &Path) -> Result<()> {
+    for (path, kind) in entries(dir)? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if kind.is_dir() && is_coordinate(name) {
+            check_chunks(&path)?;
+        } else if !(kind.is_file()
+            && (is_coordinate(name)
+                || name.strip_suffix(PARTIAL).is_some_and(is_coordinate)))
+        {
+            return Err(foreign(&path, "not a shard file of this store"));
+        }
+    }
+    Ok(())
+}
+
+/// Removes what [`check_node`] accepted, entry by entry: something that
+/// appeared in between is left alone and reported.
+fn remove_node(dir: &Path, root: bool) -> Result<()> {
+    for (path, kind) in entries(dir)? {
+        match classify(&path, kind, root)? {
+            Entry::File => remove_file(&path)?,
+            Entry::Chunks => remove_chunks(&path)?,
+            Entry::Node => {
+                remove_node(&path, false)?;
+                remove_dir(&path)?;
+            }
+            Entry::Lock => {}
+        }
+    }
+    Ok(())
+}
+
+fn remove_chunks(dir: &Path) -> Result<()> {
+    check_chunks(dir)?;
+    for (path, kind) in entries(dir)? {
+        if kind.is_dir() {
+            remove_chunks(&path)?;
+        } else {
+            remove_file(&path)?;
+        }
+    }
+    remove_dir(dir)
+}
+
+fn remove_file(path: &Path) -> Result<()> {
+    fs::remove_file(path).map_err(|e| Error::io("removing the old store's file", path, e))
+}
+
+fn remove_dir(path: &Path) -> Result<()> {
+    // `remove_dir`, never `remove_dir_all`: a folder that is not empty now
+    // holds something that was not checked.
+    fs::remove_dir(path).map_err(|e| Error::io("removing the old store's folder", path, e))
+}
+
+/// Every `*.partial` file under `dir` (a crash's leftovers), removed; how
+/// many there were.
+pub fn remove_partials(dir: &Path) -> Result<u64> {
+    let mut removed = 0;
+    for (path, kind) in entries(dir)? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if kind.is_dir() {
+            removed += remove_partials(&path)?;
+        } else if kind.is_file() && name.ends_with(PARTIAL) {
+            remove_file(&path)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &Path) {
+        fs::write(dir.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "array"}"#).unwrap();
+        fs::create_dir_all(dir.join("c/0/1")).unwrap();
+        fs::write(dir.join("c/0/1/2"), b"shard").unwrap();
+        fs::write(dir.join("c/0/1/3.partial"), b"half").unwrap();
+    }
+
+    #[test]
+    fn our_own_files_are_removed_and_the_folder_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        store(dir.path());
+        fs::create_dir(dir.path().join("1")).unwrap();
+        store(&dir.path().join("1"));
+        clear_old_store(dir.path()).unwrap();
+        assert!(dir.path().is_dir());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn anything_else_is_refused_by_name_and_nothing_is_removed() {
+        let cases: [(&str, fn(&Path)); 5] = [
+            ("notes.txt", |d| fs::write(d.join("notes.txt"), b"x").unwrap()),
+            ("labels", |d| fs::create_dir(d.join("labels")).unwrap()),
+            ("c/0/raw.tif", |d| fs::write(d.join("c/0/raw.tif"), b"x").unwrap()),
+            ("zarr.json", |d| fs::write(d.join("zarr.json"), b"{\"zarr_format\": 2}").unwrap()),
+            ("link", |d| std::os::unix::fs::symlink("/tmp", d.join("link")).unwrap()),
+        ];
+        for (name, add) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            store(dir.path());
+            add(dir.path());
+            let e = clear_old_store(dir.path()).unwrap_err();
+            assert!(matches!(e, Error::Exists { .. }), "{name}: {e}");
+            assert!(e.to_string().contains(name), "{name}: {e}");
+            assert!(dir.path().join("c/0/1/2").is_file(), "{name}: a shard was removed");
+        }
+    }
+
+    #[test]
+    fn partial_files_are_found_at_any_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        store(dir.path());
+        fs::write(dir.path().join("zarr.json.partial"), b"{").unwrap();
+        assert_eq!(remove_partials(dir.path()).unwrap(), 2);
+        assert!(dir.path().join("c/0/1/2").is_file());
+        assert_eq!(remove_partials(dir.path()).unwrap(), 0);
+    }
+}
