@@ -82,7 +82,9 @@ impl std::fmt::Display for Error {
             ),
             Error::Compress(code) => write!(f, "c-blosc compression failed (code {code})"),
             Error::Corrupt(why) => write!(f, "not a valid blosc frame: {why}"),
-            Error::OutOfMemory(n) => write!(f, "{n} bytes for a blosc frame could not be allocated"),
+            Error::OutOfMemory(n) => {
+                write!(f, "{n} bytes for a blosc frame could not be allocated")
+            }
         }
     }
 }

@@ -18,7 +18,11 @@ pub struct CallbackSink {
 unsafe impl Send for CallbackSink {}
 
 impl CallbackSink {
-    pub fn new(f: tz_shard_sink_fn, user_data: *mut c_void, stream_id: u64) -> Option<CallbackSink> {
+    pub fn new(
+        f: tz_shard_sink_fn,
+        user_data: *mut c_void,
+        stream_id: u64,
+    ) -> Option<CallbackSink> {
         f.map(|f| CallbackSink {
             f,
             user_data,

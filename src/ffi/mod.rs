@@ -48,7 +48,8 @@ fn create(
     out: *mut *mut tz_stream,
 ) -> Result<i32, Error> {
     let id = guard::next_stream_id();
-    let sink = CallbackSink::new(sink, sink_user_data, id).map(|s| Box::new(s) as Box<dyn ShardSink>);
+    let sink =
+        CallbackSink::new(sink, sink_user_data, id).map(|s| Box::new(s) as Box<dyn ShardSink>);
     let stream = Stream::new(&config?, sink)?;
     let handle = Box::new(tz_stream {
         id,

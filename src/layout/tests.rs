@@ -264,5 +264,8 @@ fn shard_sizes_are_bounded() {
         RowTooLarge { dim: 1, .. }
     ));
     let l = Layout::new(&[Dim::new(0, 1, 1 << 8), Dim::new(1 << 16, 1, 1)], 2).unwrap();
-    assert_eq!(l.shards_per_row() * l.chunks_per_shard(), MAX_CHUNKS_PER_ROW);
+    assert_eq!(
+        l.shards_per_row() * l.chunks_per_shard(),
+        MAX_CHUNKS_PER_ROW
+    );
 }

@@ -24,7 +24,11 @@ pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     let per_row = layout.tiles_per_row();
     let rows = layout.tiles_per_epoch() / per_row;
     let mut tasks = Vec::new();
-    try_reserve(&mut tasks, (rows * per_row.div_ceil(max_tiles)) as usize, "gather tasks")?;
+    try_reserve(
+        &mut tasks,
+        (rows * per_row.div_ceil(max_tiles)) as usize,
+        "gather tasks",
+    )?;
     for r in 0..rows {
         let plan = layout.tile_gather(r * per_row);
         let mut j = 0;

@@ -74,7 +74,11 @@ impl CpuBackend {
         for (j, slot) in order.iter_mut().enumerate() {
             *slot = layout.slot_at_position(j as u64);
         }
-        let chunks = try_filled(layout.tiles_per_epoch() as usize, Vec::new(), "chunk buffers")?;
+        let chunks = try_filled(
+            layout.tiles_per_epoch() as usize,
+            Vec::new(),
+            "chunk buffers",
+        )?;
         Ok(CpuBackend {
             layout,
             codec: v.config.codec,
@@ -109,7 +113,11 @@ impl Backend for CpuBackend {
                     }
                     let t0 = Instant::now();
                     let need = task.count as usize * tile_bytes;
-                    try_reserve(scratch, need.saturating_sub(scratch.len()), "gather scratch")?;
+                    try_reserve(
+                        scratch,
+                        need.saturating_sub(scratch.len()),
+                        "gather scratch",
+                    )?;
                     scratch.resize(need, 0);
                     gather_row(layout, task, job.input, scratch);
                     let t1 = Instant::now();
@@ -133,8 +141,9 @@ impl Backend for CpuBackend {
                 },
             )
         })?;
-        job.metrics
-            .time(Stage::Aggregate, || aggregate(&self.order, &self.chunks, out))?;
+        job.metrics.time(Stage::Aggregate, || {
+            aggregate(&self.order, &self.chunks, out)
+        })?;
         out.epoch = job.epoch;
         Ok(())
     }

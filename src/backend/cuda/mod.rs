@@ -73,8 +73,8 @@ pub fn plan(v: &Validated) -> Result<MemoryPlan> {
 /// chunk tables) of a GPU stream.
 fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
-    let epoch_out = (z.chunks / z.epochs.max(1) * z.out_stride) as u64
-        + (v.layout.shard_major_len() + 1) * 8;
+    let epoch_out =
+        (z.chunks / z.epochs.max(1) * z.out_stride) as u64 + (v.layout.shard_major_len() + 1) * 8;
     let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, epoch_out);
     // Offsets of the epochs in flight (three), and the tables built once.
     let tables = 3 * (v.layout.shard_major_len() + 1) * 8 + 2 * z.chunks as u64 * 8;

@@ -115,8 +115,7 @@ fn check_chunks(dir: &Path) -> Result<()> {
         if kind.is_dir() && is_coordinate(name) {
             check_chunks(&path)?;
         } else if !(kind.is_file()
-            && (is_coordinate(name)
-                || name.strip_suffix(PARTIAL).is_some_and(is_coordinate)))
+            && (is_coordinate(name) || name.strip_suffix(PARTIAL).is_some_and(is_coordinate)))
         {
             return Err(foreign(&path, "not a shard file of this store"));
         }
@@ -184,7 +183,11 @@ mod tests {
     use super::*;
 
     fn store(dir: &Path) {
-        fs::write(dir.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "array"}"#).unwrap();
+        fs::write(
+            dir.join("zarr.json"),
+            r#"{"zarr_format": 3, "node_type": "array"}"#,
+        )
+        .unwrap();
         fs::create_dir_all(dir.join("c/0/1")).unwrap();
         fs::write(dir.join("c/0/1/2"), b"shard").unwrap();
         fs::write(dir.join("c/0/1/3.partial"), b"half").unwrap();
@@ -204,11 +207,19 @@ mod tests {
     #[test]
     fn anything_else_is_refused_by_name_and_nothing_is_removed() {
         let cases: [(&str, fn(&Path)); 5] = [
-            ("notes.txt", |d| fs::write(d.join("notes.txt"), b"x").unwrap()),
+            ("notes.txt", |d| {
+                fs::write(d.join("notes.txt"), b"x").unwrap()
+            }),
             ("labels", |d| fs::create_dir(d.join("labels")).unwrap()),
-            ("c/0/raw.tif", |d| fs::write(d.join("c/0/raw.tif"), b"x").unwrap()),
-            ("zarr.json", |d| fs::write(d.join("zarr.json"), b"{\"zarr_format\": 2}").unwrap()),
-            ("link", |d| std::os::unix::fs::symlink("/tmp", d.join("link")).unwrap()),
+            ("c/0/raw.tif", |d| {
+                fs::write(d.join("c/0/raw.tif"), b"x").unwrap()
+            }),
+            ("zarr.json", |d| {
+                fs::write(d.join("zarr.json"), b"{\"zarr_format\": 2}").unwrap()
+            }),
+            ("link", |d| {
+                std::os::unix::fs::symlink("/tmp", d.join("link")).unwrap()
+            }),
         ];
         for (name, add) in cases {
             let dir = tempfile::tempdir().unwrap();
@@ -217,7 +228,10 @@ mod tests {
             let e = clear_old_store(dir.path()).unwrap_err();
             assert!(matches!(e, Error::Exists { .. }), "{name}: {e}");
             assert!(e.to_string().contains(name), "{name}: {e}");
-            assert!(dir.path().join("c/0/1/2").is_file(), "{name}: a shard was removed");
+            assert!(
+                dir.path().join("c/0/1/2").is_file(),
+                "{name}: a shard was removed"
+            );
         }
     }
 

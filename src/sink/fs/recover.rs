@@ -40,7 +40,8 @@ pub fn recover(root: &Path) -> Result<Recovery> {
         serde_json::from_slice(&text).map_err(|e| invalid(root, &format!("zarr.json: {e}")))?;
     let _lock = StoreLock::acquire(root)?;
     let removed = remove_partials(root)?;
-    let geometry = Geometry::read(&doc).ok_or_else(|| invalid(root, "zarr.json is not an array of this library's layout"))?;
+    let geometry = Geometry::read(&doc)
+        .ok_or_else(|| invalid(root, "zarr.json is not an array of this library's layout"))?;
     let before = geometry.shape[0];
     let (rows, beyond) = geometry.complete_rows(root);
     let complete = rows.saturating_mul(geometry.shard[0]);
@@ -72,9 +73,8 @@ struct Geometry {
 
 impl Geometry {
     fn read(doc: &Value) -> Option<Geometry> {
-        let list = |v: &Value| -> Option<Vec<u64>> {
-            v.as_array()?.iter().map(Value::as_u64).collect()
-        };
+        let list =
+            |v: &Value| -> Option<Vec<u64>> { v.as_array()?.iter().map(Value::as_u64).collect() };
         if doc.get("node_type")?.as_str()? != "array" {
             return None;
         }
