@@ -35,8 +35,11 @@ pub trait Backend: Send {
     /// Memory for one staging buffer (page-locked for the GPU).
     fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
         let mut buf = Vec::new();
-        buf.try_reserve_exact(bytes)
-            .map_err(|_| Error::OutOfMemory(format!("a staging buffer of {bytes} bytes")))?;
+        buf.try_reserve_exact(bytes).map_err(|_| {
+            Error::OutOfMemory(format!(
+                "a staging buffer of {bytes} bytes could not be allocated; lower staging_bytes"
+            ))
+        })?;
         // Writing the zeros now faults every page in at creation, so that
         // the acquisition's writes never wait on the kernel.
         buf.resize(bytes, 0);

@@ -29,7 +29,9 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("tz-bench: {e}\n\n{}", args::USAGE);
+            // One line: the whole usage text would push the reason off the
+            // screen.
+            eprintln!("tz-bench: {e} (see tz-bench --help)");
             return ExitCode::from(2);
         }
     };
@@ -43,6 +45,14 @@ fn main() -> ExitCode {
 }
 
 fn bench(o: &Options) -> Result<ExitCode, String> {
+    let root = peers::repo_root();
+    // The record is written last: a destination that cannot take it fails
+    // now, not after minutes of measuring.
+    match &o.out {
+        Some(out) => record::check_file(out).map_err(|e| format!("--out: {e}"))?,
+        None => record::check_folder(&results_dir(&root))
+            .map_err(|e| format!("{e} (--out names another place for the record)"))?,
+    }
     let (label, mut config) = protocol::load(&o.config)?;
     protocol::apply(&mut config, o);
     let v = config
@@ -67,6 +77,24 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
         bounded,
     );
     let pool = data::pool_frames_for(n, layout.plane_bytes(), epoch_frames);
+    // Before generating the frames, which takes a while: a store folder
+    // that cannot be created fails now.
+    let work = if o.sink == SinkKind::Fs || o.peers {
+        let dir = WorkDir::create(o.store_dir.as_deref());
+        Some(dir.map_err(|e| match o.store_dir {
+            Some(_) => format!("--store-dir: {e}"),
+            None => e,
+        })?)
+    } else {
+        None
+    };
+    // Generating a pool of gigabytes takes seconds to a minute: say what
+    // runs before it does.
+    eprintln!(
+        "tz-bench: {label}: generating {pool} distinct {} frames ({:.2} GB)",
+        o.pattern,
+        (pool * layout.plane_bytes()) as f64 / 1e9
+    );
     let t = Instant::now();
     let gen = Generator::new(o.pattern, config.dtype, &frame_shape, o.seed);
     let frames = Frames::new(gen, n, pool);
@@ -79,12 +107,6 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
         frames.bytes() as f64 / 1e9
     );
 
-    let root = peers::repo_root();
-    let work = if o.sink == SinkKind::Fs || o.peers {
-        Some(WorkDir::create(o.store_dir.as_deref())?)
-    } else {
-        None
-    };
     let store = work.as_ref().map(|w| w.path().join("store.zarr"));
     let target = match (&o.sink, &store) {
         (SinkKind::Fs, Some(path)) => Target::Fs(path),
@@ -227,7 +249,7 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
             rec.backend.kind,
             o.sink.name()
         );
-        root.join("bench/results").join(name)
+        results_dir(&root).join(name)
     });
     rec.write(&out)?;
     print!("{}", table::render(&rec));
@@ -238,6 +260,11 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Where records go without --out.
+fn results_dir(root: &std::path::Path) -> PathBuf {
+    root.join("bench/results")
 }
 
 /// The folder the store's scratch folder went under (the disk measured).

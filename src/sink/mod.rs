@@ -4,6 +4,8 @@
 mod fs;
 mod zarr_json;
 
+#[doc(hidden)]
+pub use fs::sync_calls as fs_sync_calls;
 pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
 pub use zarr_json::zarr_json;
 

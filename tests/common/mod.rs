@@ -1,6 +1,8 @@
 //! Helpers for driving the library through its C API from Rust tests.
 #![allow(dead_code)]
 
+pub mod child;
+
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::Mutex;

@@ -1,5 +1,7 @@
 //! Command-line options. Parsed by hand: the crate takes no argument-parsing
-//! dependency for one tool.
+//! dependency for one tool. An option is a field of [`Options`], its default
+//! in `Default`, one arm in [`parse`] (a word from a fixed set goes through
+//! [`choice`]) and a line of [`USAGE`].
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -129,32 +131,34 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--config" => o.config = value()?,
             "--backend" => o.backend = Some(backend(&value()?)?),
             "--sink" => {
-                o.sink = match value()?.as_str() {
-                    "discard" => SinkKind::Discard,
-                    "fs" => SinkKind::Fs,
-                    v => return Err(format!("--sink: expected discard or fs, got {v:?}")),
-                }
+                let sinks = [("discard", SinkKind::Discard), ("fs", SinkKind::Fs)];
+                o.sink = choice(&key, &value()?, &sinks)?;
             }
             "--store-dir" => o.store_dir = Some(value()?.into()),
             "--bytes" => o.bytes = Some(parse_bytes(&value()?)?),
             "--reps" => o.reps = number(&key, &value()?)?,
-            "--pattern" => o.pattern = value()?.parse()?,
+            "--pattern" => {
+                o.pattern = value()?
+                    .parse()
+                    .map_err(|e: String| format!("{key}: {e}"))?
+            }
             "--seed" => o.seed = number(&key, &value()?)?,
             "--level" => o.level = Some(number(&key, &value()?)?),
             "--codec" => {
-                o.codec = Some(match value()?.as_str() {
-                    "zstd" => CodecArg::Zstd,
-                    "blosc" => CodecArg::Blosc,
-                    "none" => CodecArg::None,
-                    v => return Err(format!("--codec: expected zstd, blosc or none, got {v:?}")),
-                })
+                let codecs = [
+                    ("zstd", CodecArg::Zstd),
+                    ("blosc", CodecArg::Blosc),
+                    ("none", CodecArg::None),
+                ];
+                o.codec = Some(choice(&key, &value()?, &codecs)?);
             }
             "--threads" => o.threads = Some(number(&key, &value()?)?),
             "--out" => o.out = Some(value()?.into()),
             "--peers" => o.peers = true,
             "--python" => o.python = Some(value()?.into()),
             "--no-ceilings" => o.ceilings = false,
-            _ => return Err(format!("unknown argument {arg:?} (see --help)")),
+            _ if key.starts_with('-') => return Err(format!("unknown option {key:?}")),
+            _ => return Err(format!("unexpected argument {arg:?}")),
         }
         if inline.is_some() && matches!(key.as_str(), "--peers" | "--no-ceilings") {
             return Err(format!("{key} takes no value"));
@@ -170,12 +174,26 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
 }
 
 fn backend(v: &str) -> Result<BackendChoice, String> {
-    match v {
-        "auto" => Ok(BackendChoice::Auto),
-        "cpu" => Ok(BackendChoice::Cpu),
-        "gpu" => Ok(BackendChoice::Gpu),
-        _ => Err(format!("--backend: expected auto, cpu or gpu, got {v:?}")),
+    let backends = [
+        ("auto", BackendChoice::Auto),
+        ("cpu", BackendChoice::Cpu),
+        ("gpu", BackendChoice::Gpu),
+    ];
+    choice("--backend", v, &backends)
+}
+
+/// One of a fixed set of words: `--sink: expected discard or fs, got "x"`.
+fn choice<T: Copy>(key: &str, v: &str, words: &[(&str, T)]) -> Result<T, String> {
+    if let Some(&(_, t)) = words.iter().find(|(w, _)| *w == v) {
+        return Ok(t);
     }
+    let names: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
+    let expected = match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    Err(format!("{key}: expected {expected}, got {v:?}"))
 }
 
 fn number<T: FromStr>(key: &str, v: &str) -> Result<T, String> {
@@ -245,6 +263,26 @@ mod tests {
         assert!(parse(a("--bogus")).is_err());
         assert!(parse(a("--codec none --level 3")).is_err());
         assert!(parse(a("--codec lz4")).is_err());
+        assert_eq!(
+            parse(a("--sink s3")).err().unwrap(),
+            "--sink: expected discard or fs, got \"s3\""
+        );
+        assert_eq!(
+            parse(a("--codec=lz4")).err().unwrap(),
+            "--codec: expected zstd, blosc or none, got \"lz4\""
+        );
+        assert!(parse(a("--pattern stripes"))
+            .err()
+            .unwrap()
+            .starts_with("--pattern: "));
+        assert_eq!(
+            parse(a("--bogus")).err().unwrap(),
+            "unknown option \"--bogus\""
+        );
+        assert_eq!(
+            parse(a("cam-32")).err().unwrap(),
+            "unexpected argument \"cam-32\""
+        );
         let Parsed::Run(o) = parse(a("--codec blosc --level 5")).unwrap() else {
             panic!("expected a run")
         };

@@ -125,6 +125,36 @@ impl Record {
     }
 }
 
+/// Whether a record can be written at `path`: its folder is created (as
+/// [`Record::write`] would), and the file opened for appending, which leaves
+/// an existing one as it was; one created here is removed again.
+pub fn check_file(path: &Path) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Whether records can be written in `dir` (created if missing), by
+/// creating and removing a file there.
+pub fn check_folder(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let probe = dir.join(format!(".tz-bench-{}.probe", std::process::id()));
+    std::fs::File::create(&probe)
+        .map_err(|e| format!("cannot write a record in {}: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 pub fn commit(root: &Path) -> Commit {
     let git = |args: &[&str]| {
         Command::new("git")
@@ -256,6 +286,22 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn destinations() {
+        let dir = std::env::temp_dir().join(format!("tz-bench-dest-{}", std::process::id()));
+        let record = dir.join("sub/r.json");
+        check_file(&record).unwrap();
+        assert!(!record.exists(), "the check leaves no file behind");
+        std::fs::write(&record, "kept").unwrap();
+        check_file(&record).unwrap();
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), "kept");
+        check_folder(&dir).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only sub/");
+        let err = check_file(&dir.join("sub")).unwrap_err();
+        assert!(err.contains("sub"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn dates() {

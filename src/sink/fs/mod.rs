@@ -25,6 +25,16 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// fsync calls made by every store of this process: how a test sees that
+/// durability is asked of the disk (or not) without tracing system calls.
+static SYNC_CALLS: AtomicU64 = AtomicU64::new(0);
+
+#[doc(hidden)]
+pub fn sync_calls() -> u64 {
+    SYNC_CALLS.load(Ordering::Relaxed)
+}
 
 pub struct FsStore {
     root: PathBuf,
@@ -136,7 +146,8 @@ impl FsStore {
         }
         self.check_folder()?;
         let doc = zarr_json(&self.config, planes);
-        write_atomically(&self.root.join("zarr.json"), &[doc.as_bytes()], self.fsync)?;
+        write_atomically(&self.root.join("zarr.json"), &[doc.as_bytes()], self.fsync)
+            .map_err(|e| self.check_folder().err().unwrap_or(e))?;
         self.planes_written = planes;
         Ok(())
     }
@@ -198,7 +209,8 @@ impl ShardSink for FsStore {
         key.push(file.to_string());
         let written = folder.and_then(|()| write_atomically(&key, &shard.parts(), self.fsync));
         self.key = key;
-        written
+        // A failure because the folder went away meanwhile says so.
+        written.map_err(|e| self.check_folder().err().unwrap_or(e))
     }
 
     fn progress(&mut self, planes: u64) -> Result<()> {
@@ -229,6 +241,7 @@ fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
             f.write_all(p)?;
         }
         if fsync {
+            SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
             f.sync_all()?;
         }
         Ok(())
@@ -246,6 +259,7 @@ fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
 
 /// Flushes a folder's entries (a rename or a new file in it) to the disk.
 fn sync_folder(folder: &Path) -> Result<()> {
+    SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
     fs::File::open(folder)
         .and_then(|f| f.sync_all())
         .map_err(|e| Error::io("syncing folder", folder, e))

@@ -206,7 +206,8 @@ mod tests {
 
     #[test]
     fn anything_else_is_refused_by_name_and_nothing_is_removed() {
-        let cases: [(&str, fn(&Path)); 5] = [
+        type AddStranger = fn(&Path);
+        let cases: [(&str, AddStranger); 5] = [
             ("notes.txt", |d| {
                 fs::write(d.join("notes.txt"), b"x").unwrap()
             }),
