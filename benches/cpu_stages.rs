@@ -121,7 +121,7 @@ fn stages(c: &mut Criterion) {
     });
 
     g.bench_function("shard-emission", |b| {
-        let mut asm = ShardAssembler::new(&l, IndexLocation::End).unwrap();
+        let mut asm = ShardAssembler::new(&l, IndexLocation::End, l.tile_bytes() as u64).unwrap();
         let mut e = 0;
         b.iter(|| {
             epoch.epoch = e;

@@ -4,8 +4,8 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench, protocol (default: all four, in that
-# order). protocol runs every configuration of the benchmark protocol
+# PHASE: tests, sanitizer, bench, fsync, protocol (default: all five, in
+# that order). fsync streams cam-32 into a store with and without fsync. protocol runs every configuration of the benchmark protocol
 # (TZ_PROTOCOL_CONFIGS to name fewer) on the GPU backend, shards discarded
 # and written to a store under TZ_BENCH_DIR (default /tmp), with the
 # ceilings and the peers, TZ_PROTOCOL_BYTES (default 8GiB) per run.
@@ -18,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench protocol)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench fsync protocol)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 export TZ_NVCOMP_LIBRARY="$here/lib/libnvcomp.so.6"
@@ -41,6 +41,8 @@ check faults "$here/bin/gpu_faults" --ignored --nocapture
 check roundtrip-gpu env TZ_TEST_BACKEND=gpu "$here/bin/c_api_roundtrip" --test-threads 4
 check bad-input env TZ_TEST_BACKEND=gpu "$here/bin/c_api_errors"
 check rust-api env TZ_TEST_BACKEND=gpu "$here/bin/rust_api"
+check hardening-api env TZ_TEST_BACKEND=gpu "$here/bin/hardening_api"
+check hardening-store "$here/bin/hardening_store"
 fi
 
 if wants sanitizer; then
@@ -61,6 +63,18 @@ for config in cam-32 cam-128; do
 done
 check "bench-cam-32-none" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
     --codec none --bytes 32GiB --reps 2 --out "$results/bench-cam-32-gpu-discard-none.json"
+fi
+
+if wants fsync; then
+step "the cost of fsync: cam-32, GPU backend, filesystem store, fsync on and off"
+store_dir="${TZ_BENCH_DIR:-/tmp}/tz-bench-fsync"
+mkdir -p "$store_dir"
+for fsync in on off; do
+    check "fsync-$fsync" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink fs \
+        --store-dir "$store_dir" --fsync "$fsync" --bytes "${TZ_FSYNC_BYTES:-8GiB}" --reps 2 \
+        --no-ceilings --out "$results/fsync-$fsync-cam-32-gpu-fs.json"
+done
+rm -rf "$store_dir"
 fi
 
 if wants protocol; then

@@ -43,7 +43,7 @@ impl ChunkCompressor {
         match &mut self.inner {
             Inner::None => out.extend_from_slice(tile),
             Inner::Zstd(z) => {
-                out.try_reserve(zstd::zstd_safe::compress_bound(tile.len()))
+                out.try_reserve_exact(zstd::zstd_safe::compress_bound(tile.len()))
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
                 z.compress_to_buffer(tile, out)?;
             }

@@ -15,8 +15,10 @@ pub fn try_filled<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>> {
 }
 
 /// Room for `extra` more elements in `v`, or `OutOfMemory` naming `what`.
+/// Exactly that room: the estimate of a stream's memory counts the sizes
+/// asked for, not the doubling of a growing vector.
 pub fn try_reserve<T>(v: &mut Vec<T>, extra: usize, what: &str) -> Result<()> {
-    v.try_reserve(extra).map_err(|_| {
+    v.try_reserve_exact(extra).map_err(|_| {
         Error::OutOfMemory(format!(
             "{what}: {} bytes could not be allocated",
             extra.saturating_mul(std::mem::size_of::<T>())
@@ -24,9 +26,10 @@ pub fn try_reserve<T>(v: &mut Vec<T>, extra: usize, what: &str) -> Result<()> {
     })
 }
 
-/// Bytes of memory this process can still take without being killed, as
-/// far as the system says: the kernel's `MemAvailable`, lowered to what a
-/// cgroup limit leaves. `None` where neither can be read (not Linux).
+/// Bytes of memory this process can still take without being killed or
+/// refused, as far as the system says: the kernel's `MemAvailable`, lowered
+/// to what a cgroup limit or an address-space limit leaves. `None` where
+/// none of them can be read (not Linux).
 ///
 /// An allocation that reserves address space succeeds far beyond this on
 /// Linux (overcommit) and the process is killed when the pages are touched,
@@ -35,17 +38,48 @@ pub fn available_host_bytes() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| meminfo_available(&text));
-    match (meminfo, cgroup_headroom(Path::new("/sys/fs/cgroup"))) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    [
+        meminfo,
+        cgroup_headroom(Path::new("/sys/fs/cgroup")),
+        address_space_headroom(),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+}
+
+/// What an address-space limit (`ulimit -v`, RLIMIT_AS) leaves this
+/// process: the limit less the address space it already maps.
+fn address_space_headroom() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let limit = address_space_limit(&limits)?;
+    let mapped = status_kib(&status, "VmSize:")?.saturating_mul(1024);
+    Some(limit.saturating_sub(mapped))
+}
+
+/// The soft RLIMIT_AS from the text of `/proc/self/limits`; `None` when
+/// unlimited.
+fn address_space_limit(limits: &str) -> Option<u64> {
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    line["Max address space".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A `kB` field of `/proc/self/status` or `/proc/meminfo`.
+fn status_kib(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `MemAvailable` from the text of `/proc/meminfo`, in bytes.
 fn meminfo_available(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
+    Some(status_kib(text, "MemAvailable:")?.saturating_mul(1024))
 }
 
 /// What the cgroup's memory limit leaves (v2 `memory.max` less
@@ -90,6 +124,15 @@ mod tests {
         let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
         assert_eq!(meminfo_available(text), Some(2048 * 1024));
         assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn address_space_limits_are_read() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max address space         4294967296           unlimited            bytes     \n";
+        assert_eq!(address_space_limit(text), Some(4 << 30));
+        let text = "Max address space         unlimited            unlimited            bytes\n";
+        assert_eq!(address_space_limit(text), None);
     }
 
     #[test]

@@ -176,10 +176,13 @@ fn staging_beyond_the_machines_memory_is_out_of_memory_with_the_numbers() {
 #[test]
 fn write_all_at_the_end_returns_what_it_took_and_then_overflows() {
     // 4 x 8 uint16: 64 bytes in all.
-    let json = r#"{"dtype": "uint16", "backend": "cpu", "dimensions": [
-        {"size": 4, "tile": 2}, {"size": 8, "tile": 4, "tiles_per_shard": 2}]}"#;
+    let json = format!(
+        r#"{{"dtype": "uint16", "backend": "{}", "dimensions": [
+        {{"size": 4, "tile": 2}}, {{"size": 8, "tile": 4, "tiles_per_shard": 2}}]}}"#,
+        test_backend()
+    );
     let sink = Collected::default();
-    let s = create_json(json, Some(&sink)).unwrap();
+    let s = create_json(&json, Some(&sink)).unwrap();
     let data = Rng(8).bytes(100);
     assert_eq!(tz_write(s, data.as_ptr() as *const c_void, 40), 40);
     let rest = &data[40..];
@@ -208,10 +211,11 @@ unsafe extern "C" fn slow(user: *mut c_void, _shard: *const tz_shard) -> i32 {
 #[test]
 fn destroy_without_flush_stops_delivery_at_once() {
     // Eight shards per row, one epoch per row.
-    let json = cstring(
-        r#"{"dtype": "uint16", "backend": "cpu", "staging_bytes": 256, "dimensions": [
-        {"size": 0, "tile": 1}, {"size": 64, "tile": 8}]}"#,
-    );
+    let json = cstring(&format!(
+        r#"{{"dtype": "uint16", "backend": "{}", "staging_bytes": 256, "dimensions": [
+        {{"size": 0, "tile": 1}}, {{"size": 64, "tile": 8}}]}}"#,
+        test_backend()
+    ));
     let sink = Slow {
         delay: Duration::from_millis(300),
         calls: AtomicU64::new(0),
@@ -266,10 +270,11 @@ unsafe extern "C" fn reentrant(user: *mut c_void, _shard: *const tz_shard) -> i3
 
 #[test]
 fn a_sink_calling_its_own_stream_gets_an_error_instead_of_a_deadlock() {
-    let json = cstring(
-        r#"{"dtype": "uint16", "backend": "cpu", "dimensions": [
-        {"size": 0, "tile": 1}, {"size": 16, "tile": 8}]}"#,
-    );
+    let json = cstring(&format!(
+        r#"{{"dtype": "uint16", "backend": "{}", "dimensions": [
+        {{"size": 0, "tile": 1}}, {{"size": 16, "tile": 8}}]}}"#,
+        test_backend()
+    ));
     let r = Box::leak(Box::<Reentrant>::default());
     r.write.store(1, Ordering::SeqCst);
     let mut s = std::ptr::null_mut();

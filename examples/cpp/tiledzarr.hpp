@@ -120,6 +120,14 @@ public:
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
         int64_t n = tz_write_all(s_, data, nbytes, static_cast<int64_t>(timeout.count()));
         if (n < 0) fail("tz_write_all", static_cast<int32_t>(-n));
+        if (static_cast<std::size_t>(n) < nbytes) {
+            // Fewer bytes: the time ran out, or a bounded array is full (the
+            // bytes up to its end were taken); the next write tells which.
+            int64_t more = tz_write(s_, static_cast<const uint8_t*>(data) + n,
+                                    nbytes - static_cast<std::size_t>(n));
+            if (more < 0) fail("tz_write_all", static_cast<int32_t>(-more));
+            n += more;
+        }
         if (static_cast<std::size_t>(n) < nbytes)
             throw TimeoutError(static_cast<std::size_t>(n),
                                "tz_write_all: timed out after " +

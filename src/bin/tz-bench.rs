@@ -109,7 +109,7 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
 
     let store = work.as_ref().map(|w| w.path().join("store.zarr"));
     let target = match (&o.sink, &store) {
-        (SinkKind::Fs, Some(path)) => Target::Fs(path),
+        (SinkKind::Fs, Some(path)) => Target::Fs(path, o.fsync),
         _ => Target::Discard,
     };
 
@@ -226,6 +226,7 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
             kind: o.sink.name().into(),
             dir: fs.then(|| store_base(o).display().to_string()),
             filesystem: fs.then(|| record::filesystem(&store_base(o))).flatten(),
+            fsync: fs.then_some(o.fsync),
         },
         figures: record::Figures {
             best_gbps,
@@ -244,8 +245,10 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
         notes,
     };
     let out = o.out.clone().unwrap_or_else(|| {
+        // Runs without fsync keep a record of their own beside those with.
+        let nofsync = if fs && !o.fsync { "-nofsync" } else { "" };
         let name = format!(
-            "{stamp}-{label}-{}-{}.json",
+            "{stamp}-{label}-{}-{}{nofsync}.json",
             rec.backend.kind,
             o.sink.name()
         );

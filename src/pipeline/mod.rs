@@ -308,7 +308,8 @@ impl Parts {
     fn prepare(mut v: Validated) -> Result<Parts> {
         let (backend, selection) = backend::select(&mut v)?;
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
-        let assembler = ShardAssembler::new(&v.layout, v.config.index_location)?;
+        let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
+        let assembler = ShardAssembler::new(&v.layout, v.config.index_location, max_chunk as u64)?;
         let staging = (0..v.staging_buffers)
             .map(|_| backend.alloc_staging(buffer_bytes))
             .collect::<Result<_>>()?;

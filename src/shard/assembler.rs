@@ -23,6 +23,9 @@ pub struct ShardAssembler {
     index_at_start: bool,
     /// Whether shard-major position `j` holds a tile (edge shards have holes).
     present: Vec<bool>,
+    /// Bytes a shard's data can reach in a row that spans several epochs:
+    /// reserved once, so that the row never reallocates as it fills.
+    row_bytes: usize,
     shards: Vec<ActiveShard>,
     /// The shard row being filled, if any epoch of it has arrived.
     row: Option<u64>,
@@ -32,9 +35,10 @@ pub struct ShardAssembler {
 }
 
 impl ShardAssembler {
-    /// The shard state of one row (an error when memory is short: see
-    /// [`ShardAssembler::memory_bytes`] for how much it takes).
-    pub fn new(layout: &Layout, location: IndexLocation) -> Result<ShardAssembler> {
+    /// The shard state of one row, for chunks of at most `max_chunk` bytes
+    /// (an error when memory is short: see [`ShardAssembler::memory_bytes`]
+    /// for how much it takes).
+    pub fn new(layout: &Layout, location: IndexLocation, max_chunk: u64) -> Result<ShardAssembler> {
         let mut present = try_filled(layout.shard_major_len() as usize, false, "shard positions")?;
         for (j, p) in present.iter_mut().enumerate() {
             *p = layout.slot_at_position(j as u64).is_some();
@@ -50,10 +54,13 @@ impl ShardAssembler {
         }
         let mut index_bytes = Vec::new();
         try_reserve(&mut index_bytes, layout.index_bytes(), "a shard index")?;
+        let row_bytes = usize::try_from(row_data_bytes(layout, max_chunk))
+            .map_err(|_| Error::OutOfMemory("a shard row exceeds the address space".into()))?;
         Ok(ShardAssembler {
             layout: layout.clone(),
             index_at_start: location == IndexLocation::Start,
             present,
+            row_bytes,
             shards,
             row: None,
             rows_emitted: 0,
@@ -62,22 +69,16 @@ impl ShardAssembler {
         })
     }
 
-    /// Host bytes the assembler holds at most, given that one epoch's
-    /// compressed bytes are at most `epoch_bytes`: its tables, and a whole
-    /// shard row's data when a row spans several epochs (its shards are
-    /// written only when the row is complete).
-    pub fn memory_bytes(layout: &Layout, epoch_bytes: u64) -> u64 {
+    /// Host bytes the assembler holds at most, for chunks of at most
+    /// `max_chunk` bytes: its tables, and a whole shard row's data when a
+    /// row spans several epochs (its shards are written only when the row
+    /// is complete).
+    pub fn memory_bytes(layout: &Layout, max_chunk: u64) -> u64 {
         let shards = layout.shards_per_row();
         let tables = layout.shard_major_len()
             + shards * (layout.chunks_per_shard() * 16 + std::mem::size_of::<ActiveShard>() as u64)
             + layout.index_bytes() as u64;
-        let epochs = layout.epochs_per_shard_row();
-        let held = match layout.epoch_count() {
-            _ if epochs == 1 => 0,
-            Some(count) => epochs.min(count),
-            None => epochs,
-        };
-        tables.saturating_add(held.saturating_mul(epoch_bytes))
+        tables.saturating_add(shards.saturating_mul(row_data_bytes(layout, max_chunk)))
     }
 
     /// Shard rows emitted so far.
@@ -103,6 +104,7 @@ impl ShardAssembler {
         self.row = Some(row);
         let per_shard = self.layout.chunks_per_shard_epoch() as usize;
         let present = &self.present;
+        let row_bytes = self.row_bytes;
         // The shards of a row are independent: on a GPU an epoch's bytes
         // arrive faster than one thread copies them.
         self.shards
@@ -112,7 +114,11 @@ impl ShardAssembler {
             .try_for_each(|(k, shard)| -> Result<()> {
                 let (begin, end) = shard_range(epoch, k, per_shard);
                 let base = shard.data.len() as u64;
-                try_reserve(&mut shard.data, end - begin, "a shard row's data")?;
+                let len = shard.data.len();
+                if shard.data.capacity() - len < end - begin {
+                    let room = row_bytes.max(len + end - begin) - len;
+                    try_reserve(&mut shard.data, room, "a shard row's data")?;
+                }
                 shard.data.extend_from_slice(&epoch.data[begin..end]);
                 index_epoch(
                     &mut shard.index,
@@ -126,7 +132,7 @@ impl ShardAssembler {
                 Ok(())
             })
             .map_err(E::from)?;
-        let last_of_row = (epoch.epoch + 1) % self.layout.epochs_per_shard_row() == 0;
+        let last_of_row = (epoch.epoch + 1).is_multiple_of(self.layout.epochs_per_shard_row());
         let last_of_array = self.layout.epoch_count() == Some(epoch.epoch + 1);
         if last_of_row || last_of_array {
             self.emit_row(emit)?;
@@ -204,6 +210,19 @@ impl ShardAssembler {
             0
         }
     }
+}
+
+/// The most bytes one shard's data reaches in a shard row that spans
+/// several epochs (0 when each epoch is a row: it is emitted in place).
+fn row_data_bytes(layout: &Layout, max_chunk: u64) -> u64 {
+    let epochs = layout.epochs_per_shard_row();
+    let held = match layout.epoch_count() {
+        _ if epochs == 1 => 0,
+        Some(count) => epochs.min(count),
+        None => epochs,
+    };
+    held.saturating_mul(layout.chunks_per_shard_epoch())
+        .saturating_mul(max_chunk)
 }
 
 /// The byte range of active shard `k`'s chunks in `epoch`'s data.

@@ -30,7 +30,7 @@ pub fn plan(v: &Validated) -> super::cuda::MemoryPlan {
     let scratch = v.threads as u64 * task_tiles(layout) * layout.tile_bytes() as u64;
     let tables = positions * std::mem::size_of::<Option<u64>>() as u64
         + tiles * std::mem::size_of::<Vec<u8>>() as u64;
-    let assembler = ShardAssembler::memory_bytes(layout, epoch_out);
+    let assembler = ShardAssembler::memory_bytes(layout, chunk);
     let host = [staging, 4 * epoch_out, scratch, tables, assembler]
         .iter()
         .fold(0u64, |sum, &b| sum.saturating_add(b));

@@ -188,7 +188,7 @@ pub fn nvcomp_zstd(
     tile_bytes: usize,
     reps: usize,
 ) -> Result<ZstdCeiling> {
-    if tile_bytes == 0 || tiles.is_empty() || tiles.len() % tile_bytes != 0 || reps == 0 {
+    if tile_bytes == 0 || tiles.is_empty() || !tiles.len().is_multiple_of(tile_bytes) || reps == 0 {
         return Err(Error::InvalidArgument(format!(
             "the nvCOMP ceiling needs whole tiles and at least one run: {} bytes in tiles of {tile_bytes}, {reps} runs",
             tiles.len()

@@ -73,9 +73,8 @@ pub fn plan(v: &Validated) -> Result<MemoryPlan> {
 /// chunk tables) of a GPU stream.
 fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
-    let epoch_out =
-        (z.chunks / z.epochs.max(1) * z.out_stride) as u64 + (v.layout.shard_major_len() + 1) * 8;
-    let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, epoch_out);
+    let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes()) as u64;
+    let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, max_chunk);
     // Offsets of the epochs in flight (three), and the tables built once.
     let tables = 3 * (v.layout.shard_major_len() + 1) * 8 + 2 * z.chunks as u64 * 8;
     (z.pinned_bytes() + staging, assembler.saturating_add(tables))
@@ -300,7 +299,7 @@ impl CudaBackend {
         let elem = layout.elem_size();
         let geometry = Geometry::new(&layout, (tile_stride / elem) as u64);
         let has_edges = (1..layout.rank())
-            .any(|d| layout.dims()[d].size % layout.dims()[d].tile != 0)
+            .any(|d| !layout.dims()[d].size.is_multiple_of(layout.dims()[d].tile))
             || tile_stride != tile_bytes;
         let positions = z.shard_positions;
         let slot = || -> Result<Slot> {

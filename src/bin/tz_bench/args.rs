@@ -18,6 +18,9 @@ usage: tz-bench [options]
   --backend auto|cpu|gpu    overrides the configuration's backend (named: auto)
   --sink discard|fs         discard shards (pipeline figure, default) or write
                             a Zarr store (end-to-end figure)
+  --fsync on|off            with --sink fs: flush every shard file and its
+                            folder to the disk before it counts as written
+                            (default on, as the library's default)
   --store-dir DIR           where the store, peer stores and raw frames go
                             (default: the system temp dir); removed at the end
   --bytes SIZE              data streamed per rep, e.g. 2GiB, 512MiB, 8GB
@@ -70,6 +73,8 @@ pub struct Options {
     pub backend: Option<BackendChoice>,
     pub sink: SinkKind,
     pub store_dir: Option<PathBuf>,
+    /// The store's fsync (filesystem sink).
+    pub fsync: bool,
     pub bytes: Option<u64>,
     pub reps: usize,
     pub pattern: Pattern,
@@ -90,6 +95,7 @@ impl Default for Options {
             backend: None,
             sink: SinkKind::Discard,
             store_dir: None,
+            fsync: true,
             bytes: None,
             reps: 3,
             pattern: Pattern::Microscopy,
@@ -135,6 +141,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                 o.sink = choice(&key, &value()?, &sinks)?;
             }
             "--store-dir" => o.store_dir = Some(value()?.into()),
+            "--fsync" => o.fsync = choice(&key, &value()?, &[("on", true), ("off", false)])?,
             "--bytes" => o.bytes = Some(parse_bytes(&value()?)?),
             "--reps" => o.reps = number(&key, &value()?)?,
             "--pattern" => {

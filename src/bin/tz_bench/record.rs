@@ -93,6 +93,9 @@ pub struct Sink {
     pub dir: Option<String>,
     /// The filesystem holding `dir`, from /proc/mounts: "ext4 /dev/vda on /".
     pub filesystem: Option<String>,
+    /// For the filesystem sink: whether every shard file and its folder
+    /// were fsync'ed before counting as written.
+    pub fsync: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]

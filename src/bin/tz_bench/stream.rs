@@ -18,8 +18,8 @@ pub struct Run {
 /// Where the shards of a run go.
 pub enum Target<'a> {
     Discard,
-    /// A store at this path, replaced by each run.
-    Fs(&'a std::path::Path),
+    /// A store at this path, replaced by each run, with or without fsync.
+    Fs(&'a std::path::Path, bool),
 }
 
 pub fn run(
@@ -31,17 +31,17 @@ pub fn run(
     let mut config = config.clone();
     let sink: Option<Box<dyn ShardSink>> = match target {
         Target::Discard => Some(Box::new(Discard)),
-        Target::Fs(path) => {
+        Target::Fs(path, fsync) => {
             config.store = Some(Store {
                 path: path.to_path_buf(),
                 overwrite: true,
-                fsync: true,
+                fsync: *fsync,
             });
             None
         }
     };
     let mut stream = Stream::new(&config, sink).map_err(|e| format!("creating the stream: {e}"))?;
-    if let Target::Fs(_) = target {
+    if let Target::Fs(..) = target {
         // As the peers do before each rep: the write-back of the previous
         // run's files must not be charged to this one.
         // SAFETY: sync(2) takes no arguments and cannot fail.

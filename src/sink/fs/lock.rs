@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the store folder. Zarr readers ignore it.
@@ -76,18 +75,12 @@ impl Drop for StoreLock {
     }
 }
 
-/// `flock(LOCK_EX | LOCK_NB)`: whether the lock was taken.
+/// An exclusive `flock` without waiting: whether it was taken.
 fn try_flock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: a plain system call on a file descriptor `file` owns.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
 
