@@ -59,7 +59,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     -d "$bundle/wheels" \
     "$(pin acquire-zarr)" "$(pin zarr)" "$(pin numcodecs)" "$(pin donfig)" "$(pin google-crc32c)"
 mkdir -p "$bundle/scripts"
-cp scripts/bench-peers.py scripts/bench-table.py "$bundle/scripts/"
+cp scripts/bench-peers.py scripts/bench-table.py scripts/durable-write-probe.py "$bundle/scripts/"
 cp scripts/gpu-tests.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh"
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

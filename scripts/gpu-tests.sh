@@ -69,6 +69,10 @@ if wants fsync; then
 step "the cost of fsync: cam-32, GPU backend, filesystem store, fsync on and off"
 store_dir="${TZ_BENCH_DIR:-/tmp}/tz-bench-fsync"
 mkdir -p "$store_dir"
+# The disk's own durable write rate, the ceiling of a store with fsync.
+check "durable-write-probe" python3 "$here/scripts/durable-write-probe.py" "$store_dir/probe" \
+    >"$results/durable-write-probe.txt"
+cat "$results/durable-write-probe.txt"
 for fsync in on off; do
     check "fsync-$fsync" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink fs \
         --store-dir "$store_dir" --fsync "$fsync" --bytes "${TZ_FSYNC_BYTES:-8GiB}" --reps 2 \
