@@ -314,3 +314,12 @@ fn a_sink_calling_its_own_stream_gets_an_error_instead_of_a_deadlock() {
     assert_eq!(unsafe { m.assume_init() }.shards_emitted, 6);
     tz_destroy(s);
 }
+
+#[test]
+fn the_c_config_grew_into_its_own_padding() {
+    // 0.1's tz_config was 88 bytes with 4 of tail padding; the new field
+    // takes them, so a program built against 0.1 passes a struct of the
+    // same size (and one zeroed as C programs do asks for fsync).
+    assert_eq!(std::mem::size_of::<tz_config>(), 88);
+    assert_eq!(std::mem::offset_of!(tz_config, store_skip_fsync), 84);
+}
