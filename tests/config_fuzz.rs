@@ -22,7 +22,7 @@ use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use support::decode;
-use tiledzarr::config::{Codec, IndexLocation, Shuffle};
+use tiledzarr::config::IndexLocation;
 use tiledzarr::ffi::*;
 use tiledzarr::layout::{Dim, Layout};
 
@@ -377,35 +377,10 @@ fn read_back(
         Some(_) => layout.dims()[0].size,
         None => data.len().div_ceil(plane) as u64,
     };
-    let dims: Vec<decode::Dim> = layout
-        .dims()
-        .iter()
-        .zip(layout.tiles_per_shard())
-        .enumerate()
-        .map(|(d, (dim, &tps))| decode::Dim {
-            size: if d == 0 { planes } else { dim.size },
-            tile: dim.tile,
-            tiles_per_shard: tps,
-        })
-        .collect();
+    let dims = support::decode_dims(layout, planes);
     let elem = layout.elem_size();
-    let codec = match config.codec {
-        Codec::None => decode::Codec::None,
-        Codec::Zstd { .. } => decode::Codec::Zstd,
-        Codec::Blosc { shuffle, .. } => decode::Codec::Blosc(decode::Blosc {
-            typesize: elem,
-            shuffle: match shuffle {
-                Shuffle::Byte => decode::BloscShuffle::Byte,
-                Shuffle::Bit => decode::BloscShuffle::Bit,
-                Shuffle::None => decode::BloscShuffle::None,
-            },
-            compressor: 4, // zstd
-        }),
-    };
-    let loc = match config.index_location {
-        IndexLocation::Start => decode::IndexLocation::Start,
-        IndexLocation::End => decode::IndexLocation::End,
-    };
+    let codec = support::decode_codec(config.codec, elem);
+    let loc = support::decode_location(config.index_location);
     let decoded = decode::decode_array(&dims, elem, codec, loc, shards)?;
     let mut expected = data.to_vec();
     expected.resize(planes as usize * plane, 0);

@@ -55,18 +55,7 @@ fn stream(config: &Config, data: &[u8], write: usize) -> (Shards, tiledzarr::Sum
 
 fn decode(config: &Config, planes: u64, shards: &Shards, zstd: bool) -> Vec<u8> {
     let v = config.validate().unwrap();
-    let dims: Vec<decode::Dim> = v
-        .layout
-        .dims()
-        .iter()
-        .zip(v.layout.tiles_per_shard())
-        .enumerate()
-        .map(|(d, (dim, &tps))| decode::Dim {
-            size: if d == 0 { planes } else { dim.size },
-            tile: dim.tile,
-            tiles_per_shard: tps,
-        })
-        .collect();
+    let dims = support::decode_dims(&v.layout, planes);
     let codec = if zstd {
         decode::Codec::Zstd
     } else {

@@ -445,8 +445,9 @@ impl std::io::Write for Stream {
 }
 
 impl Drop for Stream {
-    /// Without `finish`, queued data is discarded: no partial shard is
-    /// written; shards already emitted stay as they are.
+    /// Without `finish`, queued data is discarded and delivery stops at
+    /// once (a sink call under way completes, no other starts): no partial
+    /// shard is written; shards already emitted stay as they are.
     fn drop(&mut self) {
         self.shared.cancel.store(true, Relaxed);
         self.jobs = None;

@@ -4,3 +4,48 @@
 #![allow(dead_code)]
 
 pub mod decode;
+
+use tiledzarr::config::{Codec, IndexLocation, Shuffle};
+use tiledzarr::layout::Layout;
+
+/// The decoder's view of a layout written by the library, with `planes`
+/// planes along dimension 0 (its size when the array is unbounded).
+pub fn decode_dims(layout: &Layout, planes: u64) -> Vec<decode::Dim> {
+    layout
+        .dims()
+        .iter()
+        .zip(layout.tiles_per_shard())
+        .enumerate()
+        .map(|(d, (dim, &tps))| decode::Dim {
+            size: if d == 0 { planes } else { dim.size },
+            tile: dim.tile,
+            tiles_per_shard: tps,
+        })
+        .collect()
+}
+
+/// The decoder's codec for the library's `codec` over elements of `elem`
+/// bytes (blosc frames always hold zstd).
+pub fn decode_codec(codec: Codec, elem: usize) -> decode::Codec {
+    match codec {
+        Codec::None => decode::Codec::None,
+        Codec::Zstd { .. } => decode::Codec::Zstd,
+        Codec::Blosc { shuffle, .. } => decode::Codec::Blosc(decode::Blosc {
+            typesize: elem,
+            shuffle: match shuffle {
+                Shuffle::Byte => decode::BloscShuffle::Byte,
+                Shuffle::Bit => decode::BloscShuffle::Bit,
+                Shuffle::None => decode::BloscShuffle::None,
+            },
+            compressor: 4, // zstd
+        }),
+    }
+}
+
+/// The decoder's index location.
+pub fn decode_location(location: IndexLocation) -> decode::IndexLocation {
+    match location {
+        IndexLocation::Start => decode::IndexLocation::Start,
+        IndexLocation::End => decode::IndexLocation::End,
+    }
+}
