@@ -355,6 +355,10 @@ fn a_stream_killed_at_any_moment_is_recovered() {
             .filter(|f| f.to_str().unwrap().ends_with(".partial"))
             .count();
         let r = recover(&path);
+        println!(
+            "kill {k}: {} partial files removed, extent {} -> {}, {} shards beyond",
+            r.partial_files_removed, r.planes_before, r.planes_after, r.shards_beyond
+        );
         let after = files(&path);
         assert!(
             after
