@@ -384,7 +384,7 @@ impl CudaBackend {
     fn upload_chunk_tables(&self) -> Result<()> {
         let chunks = self.epochs_per_batch * self.layout.tiles_per_epoch() as usize;
         let tile_bytes = self.layout.tile_bytes() as u64;
-        let sizes = vec![tile_bytes; chunks];
+        let sizes = crate::memory::try_filled(chunks, tile_bytes, "chunk tables")?;
         let s = &self.compute;
         let Some(c) = &self.compressor else {
             // Without compression every chunk is a whole tile.
@@ -392,20 +392,22 @@ impl CudaBackend {
                 .d_sizes
                 .upload_async(&sizes, s, "uploading chunk tables");
         };
-        let table = |base: u64, stride: usize| -> Vec<u64> {
-            (0..chunks as u64)
-                .map(|i| base + i * stride as u64)
-                .collect()
+        let table = |base: u64, stride: usize| -> Result<Vec<u64>> {
+            let mut t = crate::memory::try_filled(chunks, 0u64, "chunk tables")?;
+            for (i, p) in t.iter_mut().enumerate() {
+                *p = base + (i * stride) as u64;
+            }
+            Ok(t)
         };
         for (k, slot) in self.slots.iter().enumerate() {
-            let ins = table(slot.d_tiles.ptr, self.tile_stride);
+            let ins = table(slot.d_tiles.ptr, self.tile_stride)?;
             c.in_ptrs[k].upload_async(&ins, s, "uploading chunk tables")?;
             // The host tables must outlive the copies: wait for them here.
             s.sync("uploading chunk tables")?;
         }
         c.in_sizes
             .upload_async(&sizes, s, "uploading chunk tables")?;
-        let outs = table(self.d_chunks.ptr, self.chunk_stride);
+        let outs = table(self.d_chunks.ptr, self.chunk_stride)?;
         c.out_ptrs
             .upload_async(&outs, s, "uploading chunk tables")?;
         s.sync("uploading chunk tables")
