@@ -4,7 +4,9 @@
 //! filesystem store).
 //!
 //! Layers, each depending only on those above it: [`memory`] (fallible
-//! allocation, what the host has left), [`layout`] (index math),
+//! allocation, what the host has left, the memory plan, the parallel copy)
+//! and [`metrics`] (stage counters), which every layer may use;
+//! [`layout`] (index math),
 //! [`config`], [`codec`], [`shard`], [`sink`], [`pipeline`], [`backend`] and
 //! the C ABI in `ffi`.
 
@@ -14,6 +16,7 @@ pub mod config;
 mod error;
 pub mod layout;
 pub mod memory;
+pub mod metrics;
 pub mod pipeline;
 pub mod shard;
 pub mod sink;

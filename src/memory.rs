@@ -115,6 +115,44 @@ pub fn check_available(need: u64, what: &str) -> Result<()> {
     }
 }
 
+/// Memory a configuration needs, computed without allocating anything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryPlan {
+    pub device_bytes: u64,
+    /// Page-locked host memory, staging included.
+    pub pinned_bytes: u64,
+    /// Ordinary host memory.
+    pub host_bytes: u64,
+}
+
+/// Copies at least this large are split over the copy threads: one thread
+/// moves about 9 GB/s, short of what a camera link and the GPU can take.
+const PARALLEL_COPY_BYTES: usize = 8 << 20;
+
+/// `copy(dst, src)`, split over `pool`'s threads when it is large.
+pub fn parallel_copy(
+    pool: &rayon::ThreadPool,
+    dst: &mut [u8],
+    src: &[u8],
+    copy: fn(&mut [u8], &[u8]),
+) {
+    if src.len() < PARALLEL_COPY_BYTES || pool.current_num_threads() == 1 {
+        copy(dst, src);
+        return;
+    }
+    use rayon::prelude::*;
+    // Whole cache lines per piece, so that no two threads share one.
+    let piece = src
+        .len()
+        .div_ceil(pool.current_num_threads())
+        .next_multiple_of(64);
+    pool.install(|| {
+        dst.par_chunks_mut(piece)
+            .zip(src.par_chunks(piece))
+            .for_each(|(d, s)| copy(d, s));
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,8 @@ pub mod cuda;
 
 use crate::config::{BackendChoice, Validated};
 use crate::error::{Error, Result};
-use crate::pipeline::Metrics;
+use crate::memory::MemoryPlan;
+use crate::metrics::Metrics;
 use crate::shard::CompressedEpoch;
 use std::sync::atomic::AtomicBool;
 
@@ -210,7 +211,7 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
 
 /// The memory a stream of this configuration would take, and the backend
 /// it would run on, without creating it: the same choice as [`select`].
-pub fn estimate(v: &Validated) -> Result<(BackendKind, cuda::MemoryPlan)> {
+pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
     match v.config.backend {
         BackendChoice::Cpu => Ok((BackendKind::Cpu, cpu::plan(v))),
         BackendChoice::Gpu => cuda::plan(v).map(|p| (BackendKind::Gpu, p)),

@@ -7,11 +7,10 @@
 //! thread, which hands it back once the backend has read it. When no buffer
 //! is free, `write` returns 0 (busy) at once.
 
-mod metrics;
 mod shared;
 mod workers;
 
-pub use metrics::{Metrics, Snapshot, Stage};
+pub use crate::metrics::{Metrics, Snapshot, Stage};
 
 use crate::backend::{self, Backend, BackendKind, StagingBuffer};
 use crate::config::{Config, Validated};
@@ -53,10 +52,6 @@ pub struct Stream {
     /// complete, freed with the stream.
     _retired: Receiver<Box<dyn Backend>>,
 }
-
-/// Copies at least this large are split over the copy threads: one thread
-/// moves about 9 GB/s, short of what a camera link and the GPU can take.
-const PARALLEL_COPY_BYTES: usize = 8 << 20;
 
 /// Threads that share a large write's copy into staging memory. Feeding a
 /// GPU takes all of the host's memory bandwidth the cores can draw, and the
@@ -140,7 +135,7 @@ impl Stream {
             let buf = self.staging.as_mut().expect("a buffer is in hand");
             let n = (take - done).min(self.buffer_bytes - self.filled);
             let copier = buf.copier();
-            parallel_copy(
+            crate::memory::parallel_copy(
                 &self.copy_pool,
                 &mut buf[self.filled..self.filled + n],
                 &data[done..done + n],
@@ -394,30 +389,6 @@ impl Parts {
             started: None,
         })
     }
-}
-
-/// `copy(dst, src)`, split over `pool`'s threads when it is large.
-pub fn parallel_copy(
-    pool: &rayon::ThreadPool,
-    dst: &mut [u8],
-    src: &[u8],
-    copy: fn(&mut [u8], &[u8]),
-) {
-    if src.len() < PARALLEL_COPY_BYTES || pool.current_num_threads() == 1 {
-        copy(dst, src);
-        return;
-    }
-    use rayon::prelude::*;
-    // Whole cache lines per piece, so that no two threads share one.
-    let piece = src
-        .len()
-        .div_ceil(pool.current_num_threads())
-        .next_multiple_of(64);
-    pool.install(|| {
-        dst.par_chunks_mut(piece)
-            .zip(src.par_chunks(piece))
-            .for_each(|(d, s)| copy(d, s));
-    });
 }
 
 /// Read-only access to a stream's counters from any thread.

@@ -8,8 +8,9 @@ use crate::codec::ChunkCompressor;
 use crate::config::{Codec, Validated};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::memory::MemoryPlan;
 use crate::memory::{try_filled, try_reserve};
-use crate::pipeline::Stage;
+use crate::metrics::Stage;
 use crate::shard::{CompressedEpoch, ShardAssembler};
 use gather::{gather_row, row_tasks, RowTask};
 use rayon::prelude::*;
@@ -20,7 +21,7 @@ use std::time::Instant;
 /// the compressed epochs in flight (up to three: being aggregated, queued,
 /// being delivered) with their offsets, each worker's gather scratch, the
 /// tables of the shard-major order, and the shard assembler.
-pub fn plan(v: &Validated) -> super::cuda::MemoryPlan {
+pub fn plan(v: &Validated) -> MemoryPlan {
     let layout = &v.layout;
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * layout.epoch_bytes();
     let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
@@ -34,7 +35,7 @@ pub fn plan(v: &Validated) -> super::cuda::MemoryPlan {
     let host = [staging, 4 * epoch_out, scratch, tables, assembler]
         .iter()
         .fold(0u64, |sum, &b| sum.saturating_add(b));
-    super::cuda::MemoryPlan {
+    MemoryPlan {
         device_bytes: 0,
         pinned_bytes: 0,
         host_bytes: host,

@@ -156,7 +156,7 @@ pub fn host_to_pinned<'a>(
         let mut fill = |next: &mut u64| {
             for dst in host.as_mut_slice().chunks_mut(frame_bytes) {
                 let src = frame(*next);
-                crate::pipeline::parallel_copy(&pool, dst, &src[..dst.len()], copy);
+                crate::memory::parallel_copy(&pool, dst, &src[..dst.len()], copy);
                 *next += 1;
             }
         };

@@ -26,7 +26,8 @@ use super::{Backend, BatchJob, EpochJob, StagingBuffer};
 use crate::config::{Codec, Validated};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::pipeline::Stage;
+use crate::memory::MemoryPlan;
+use crate::metrics::{Metrics, Stage};
 use crate::shard::{CompressedEpoch, EpochData};
 use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
@@ -38,16 +39,6 @@ use std::time::Instant;
 
 /// nvCOMP's zstd takes chunks of at most 16 MiB.
 const MAX_NVCOMP_CHUNK: usize = 16 << 20;
-
-/// Memory a configuration needs, computed without allocating anything.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MemoryPlan {
-    pub device_bytes: u64,
-    /// Page-locked host memory, staging included.
-    pub pinned_bytes: u64,
-    /// Ordinary host memory.
-    pub host_bytes: u64,
-}
 
 /// The GPU backend's plan for `v` (its GPU staging plan applied).
 pub fn plan(v: &Validated) -> Result<MemoryPlan> {
@@ -564,7 +555,7 @@ impl CudaBackend {
     fn collect(
         &mut self,
         p: Pending,
-        metrics: &crate::pipeline::Metrics,
+        metrics: &Metrics,
         spare: &mut dyn FnMut() -> CompressedEpoch,
         done: &mut dyn FnMut(CompressedEpoch) -> bool,
     ) -> Result<bool> {
@@ -698,7 +689,7 @@ impl Backend for CudaBackend {
 
     fn drain(
         &mut self,
-        metrics: &crate::pipeline::Metrics,
+        metrics: &Metrics,
         spare: &mut dyn FnMut() -> CompressedEpoch,
         done: &mut dyn FnMut(CompressedEpoch) -> bool,
     ) -> Result<()> {
