@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::Shuffle;
 
 /// Little-endian elements of `elem` bytes: a slow ramp with a little noise
 /// in the low byte, as a camera's pixels (compressible, and more so once
@@ -32,7 +33,7 @@ fn zstd_round_trips_and_none_copies() {
         .compress(&tile, &mut out)
         .unwrap();
     assert!(out.len() < tile.len());
-    assert_eq!(zstd::bulk::decompress(&out, tile.len()).unwrap(), tile);
+    assert_eq!(::zstd::bulk::decompress(&out, tile.len()).unwrap(), tile);
     ChunkCompressor::new(Codec::None, 1)
         .unwrap()
         .compress(&tile, &mut out)

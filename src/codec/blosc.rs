@@ -1,0 +1,68 @@
+//! blosc: one Blosc1 frame per chunk with zstd inside, shuffled by the
+//! element size first (the Zarr v3 `blosc` codec), through c-blosc.
+
+use crate::config::Shuffle;
+use serde_json::{json, Value};
+
+/// The inner compressor of every blosc frame written here.
+pub const CNAME: &str = "zstd";
+
+/// c-blosc keeps no state between frames: only the parameters.
+pub struct Compressor(blosc1::Params);
+
+impl Compressor {
+    pub fn new(level: i32, shuffle: Shuffle, elem_size: usize) -> std::io::Result<Compressor> {
+        let level = u8::try_from(level).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("blosc level {level} is out of range"),
+            )
+        })?;
+        Ok(Compressor(blosc1::Params {
+            level,
+            shuffle: shuffle_of(shuffle),
+            typesize: elem_size,
+        }))
+    }
+
+    /// The frame of `tile` into `out`. One thread per frame: the backend
+    /// runs tiles in parallel.
+    pub fn compress(&self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+        blosc1::compress(&self.0, tile, out).map_err(|e| match e {
+            blosc1::Error::OutOfMemory(_) => {
+                std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)
+            }
+            e => std::io::Error::other(e),
+        })
+    }
+}
+
+fn shuffle_of(s: Shuffle) -> blosc1::Shuffle {
+    match s {
+        Shuffle::None => blosc1::Shuffle::None,
+        Shuffle::Byte => blosc1::Shuffle::Byte,
+        Shuffle::Bit => blosc1::Shuffle::Bit,
+    }
+}
+
+/// The largest frame of a tile of `tile_bytes`.
+pub fn bound(tile_bytes: usize) -> usize {
+    blosc1::max_compressed_len(tile_bytes)
+}
+
+/// The codec's entry in the `sharding_indexed` chunk codecs: the shuffle
+/// mode and typesize are recorded explicitly, blocksize 0 is c-blosc's
+/// automatic choice.
+pub fn metadata(level: i32, shuffle: Shuffle, elem_size: usize) -> Value {
+    json!({"name": "blosc", "configuration": {
+        "cname": CNAME,
+        "clevel": level,
+        "shuffle": match shuffle {
+            Shuffle::None => "noshuffle",
+            Shuffle::Byte => "shuffle",
+            Shuffle::Bit => "bitshuffle",
+        },
+        "typesize": elem_size,
+        "blocksize": 0
+    }})
+}

@@ -1,0 +1,80 @@
+//! Chunk codecs on the CPU, one file per codec with its compressor, its
+//! bound and the Zarr codec metadata it produces: [`zstd`], [`blosc`]
+//! (Blosc1 frames, zstd inside) and `none` (the tile as it is). A new codec
+//! is a file here and an arm in each of the three dispatches below.
+
+mod blosc;
+mod zstd;
+
+use crate::config::Codec;
+use serde_json::{json, Value};
+
+/// The inner compressor of every blosc frame written here.
+pub const BLOSC_CNAME: &str = blosc::CNAME;
+
+/// A per-thread compressor: owns the codec's state (zstd's context) so
+/// that a worker reuses it for every tile.
+pub struct ChunkCompressor {
+    inner: Inner,
+}
+
+enum Inner {
+    None,
+    Zstd(zstd::Compressor),
+    Blosc(blosc::Compressor),
+}
+
+impl ChunkCompressor {
+    /// A compressor for tiles of elements of `elem_size` bytes (blosc
+    /// shuffles by it).
+    pub fn new(codec: Codec, elem_size: usize) -> std::io::Result<ChunkCompressor> {
+        let inner = match codec {
+            Codec::None => Inner::None,
+            Codec::Zstd { level } => Inner::Zstd(zstd::Compressor::new(level)?),
+            Codec::Blosc { level, shuffle } => {
+                Inner::Blosc(blosc::Compressor::new(level, shuffle, elem_size)?)
+            }
+        };
+        Ok(ChunkCompressor { inner })
+    }
+
+    /// Replaces `out` with the encoded chunk of `tile`.
+    pub fn compress(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+        out.clear();
+        match &mut self.inner {
+            Inner::None => {
+                out.try_reserve_exact(tile.len())
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
+                out.extend_from_slice(tile);
+                Ok(())
+            }
+            Inner::Zstd(z) => z.compress(tile, out),
+            Inner::Blosc(b) => b.compress(tile, out),
+        }
+    }
+}
+
+/// Upper bound of one encoded chunk of `tile_bytes`.
+pub fn max_chunk_bytes(codec: Codec, tile_bytes: usize) -> usize {
+    match codec {
+        Codec::None => tile_bytes,
+        Codec::Zstd { .. } => zstd::bound(tile_bytes),
+        Codec::Blosc { .. } => blosc::bound(tile_bytes),
+    }
+}
+
+/// The inner `codecs` list of the `sharding_indexed` codec: how a reader
+/// decodes one chunk of elements of `elem_size` bytes.
+pub fn zarr_chunk_codecs(codec: Codec, elem_size: usize) -> Value {
+    let bytes = json!({"name": "bytes", "configuration": {"endian": "little"}});
+    match codec {
+        Codec::None => json!([bytes]),
+        Codec::Zstd { level } => json!([bytes, zstd::metadata(level)]),
+        Codec::Blosc { level, shuffle } => {
+            json!([bytes, blosc::metadata(level, shuffle, elem_size)])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
