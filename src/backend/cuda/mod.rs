@@ -11,6 +11,8 @@
 //! buffered so that no stage overwrites what another still reads.
 
 pub mod ceilings;
+mod codec;
+mod compressor;
 mod driver;
 #[doc(hidden)]
 pub mod faults;
@@ -29,28 +31,20 @@ use crate::layout::Layout;
 use crate::memory::MemoryPlan;
 use crate::metrics::{Metrics, Stage};
 use crate::shard::{CompressedEpoch, EpochData};
+use compressor::Compressor;
 use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
-use nvcomp_sys::{Nvcomp, ZstdCompressBatch, ZstdCompressOpts};
 use outputs::OutputPool;
 use sizes::Sizes;
 use std::ffi::c_void;
 use std::time::Instant;
 
-/// nvCOMP's zstd takes chunks of at most 16 MiB.
-const MAX_NVCOMP_CHUNK: usize = 16 << 20;
-
 /// The GPU backend's plan for `v` (its GPU staging plan applied).
 pub fn plan(v: &Validated) -> Result<MemoryPlan> {
     probe(v).map_err(Error::BackendUnavailable)?;
     let v = v.with_gpu_staging()?;
-    let nvcomp = match v.config.codec {
-        Codec::None | Codec::Blosc { .. } => None,
-        Codec::Zstd { .. } => {
-            Some(Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?)
-        }
-    };
-    let z = Sizes::new(&v, nvcomp.as_ref())?;
+    let gpu_codec = codec::load(v.config.codec)?;
+    let z = Sizes::new(&v, gpu_codec.as_deref())?;
     let (pinned_bytes, host_bytes) = host_bytes(&v, &z);
     Ok(MemoryPlan {
         device_bytes: z.device_bytes(v.layout.tiles_per_epoch() as usize),
@@ -116,70 +110,15 @@ pub fn probe(v: &Validated) -> std::result::Result<(), String> {
                 .into(),
         );
     }
-    if matches!(v.config.codec, Codec::Zstd { .. }) && v.layout.tile_bytes() > MAX_NVCOMP_CHUNK {
-        return Err(format!(
-            "a tile of {} bytes exceeds nvCOMP's zstd chunk limit of {MAX_NVCOMP_CHUNK} bytes",
-            v.layout.tile_bytes()
-        ));
+    if let Some((max, limit)) = codec::max_tile_bytes(v.config.codec) {
+        if v.layout.tile_bytes() > max {
+            return Err(format!(
+                "a tile of {} bytes exceeds {limit} of {max} bytes",
+                v.layout.tile_bytes()
+            ));
+        }
     }
     Ok(())
-}
-
-struct Compressor {
-    nvcomp: Nvcomp,
-    opts: ZstdCompressOpts,
-    temp: DeviceBuffer,
-    /// (chunks, chunk bytes) of the last call on `temp`: nvCOMP faults when
-    /// its temp buffer holds what a call of another shape left there.
-    last_shape: Option<(usize, usize)>,
-    /// Chunk pointer tables, one per tile-pool slot.
-    in_ptrs: [DeviceBuffer; 2],
-    in_sizes: DeviceBuffer,
-    out_ptrs: DeviceBuffer,
-    statuses: DeviceBuffer,
-}
-
-impl Compressor {
-    /// Enqueues one batched compress call on `s`: `chunks` tiles of
-    /// `tile_bytes` from tile-pool slot `slot`, their sizes into `sizes`.
-    /// The temp buffer is cleared first when the shape differs from the
-    /// last call's: nvCOMP faults otherwise.
-    fn enqueue(
-        &mut self,
-        slot: usize,
-        chunks: usize,
-        tile_bytes: usize,
-        sizes: u64,
-        s: &Stream,
-        stage: &'static str,
-    ) -> Result<()> {
-        let shape = (chunks, tile_bytes);
-        if self.last_shape != Some(shape) {
-            self.temp
-                .zero_async(self.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
-            self.last_shape = Some(shape);
-        }
-        let batch = ZstdCompressBatch {
-            uncompressed_ptrs: self.in_ptrs[slot].ptr,
-            uncompressed_bytes: self.in_sizes.ptr,
-            max_uncompressed_chunk_bytes: tile_bytes,
-            num_chunks: chunks,
-            temp: self.temp.ptr,
-            temp_bytes: self.temp.bytes,
-            compressed_ptrs: self.out_ptrs.ptr,
-            compressed_bytes: sizes,
-            statuses: self.statuses.ptr,
-        };
-        // SAFETY: every table and pool was sized at build time for a whole
-        // batch of chunks of this tile size (`chunks` is at most that), the
-        // temp buffer was asked of nvCOMP for it and is cleared above when
-        // the shape changes, and the caller made the context current.
-        unsafe {
-            self.nvcomp
-                .zstd_compress_async(&batch, &self.opts, s.0 as _)
-        }
-        .map_err(|e| gpu_err(stage, e))
-    }
 }
 
 /// What one of the two buffer slots holds: a tile pool, the aggregated
@@ -258,22 +197,16 @@ impl CudaBackend {
         let device_name = ctx.name.clone();
         let kernels = Kernels::load()?;
         let m = layout.tiles_per_epoch() as usize;
-        let nvcomp = match v.config.codec {
-            Codec::None | Codec::Blosc { .. } => None,
-            Codec::Zstd { .. } => {
-                Some(Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?)
-            }
-        };
-        let z = Sizes::new(v, nvcomp.as_ref())?;
+        let gpu_codec = codec::load(v.config.codec)?;
+        let z = Sizes::new(v, gpu_codec.as_deref())?;
         check_fits(&z, m)?;
         let host = host_bytes(v, &z);
         crate::memory::check_available(host.0 + host.1, "this stream (GPU backend)")?;
         let (epochs, chunks) = (z.epochs, z.chunks);
-        let compressor = match nvcomp {
+        let compressor = match gpu_codec {
             None => None,
-            Some(nvcomp) => Some(Compressor {
-                nvcomp,
-                opts: ZstdCompressOpts::default(),
+            Some(codec) => Some(Compressor {
+                codec,
                 temp: DeviceBuffer::new(z.temp, "nvCOMP's temp buffer")?,
                 last_shape: None,
                 in_ptrs: [

@@ -2,10 +2,9 @@
 //! allocated: the backend allocates exactly these, and the memory plan
 //! (`tz_estimate_memory`) adds them up.
 
-use super::driver::gpu_err;
-use crate::config::{Codec, Validated};
-use crate::error::{Error, Result};
-use nvcomp_sys::{Nvcomp, ZstdCompressOpts};
+use super::codec::GpuCodec;
+use crate::config::Validated;
+use crate::error::Result;
 
 fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
@@ -14,7 +13,7 @@ fn round_up(n: usize, to: usize) -> usize {
 /// Byte sizes of one GPU stream's buffers (`epochs` epochs per batch).
 #[derive(Debug, Clone, Copy)]
 pub struct Sizes {
-    /// zstd through nvCOMP (else the tiles are stored as they are).
+    /// Compressed on the GPU (else the tiles are stored as they are).
     pub compressed: bool,
     pub epochs: usize,
     pub chunks: usize,
@@ -31,40 +30,24 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// `nvcomp` is needed for zstd (alignments, output bound, temp size).
-    pub fn new(v: &Validated, nvcomp: Option<&Nvcomp>) -> Result<Sizes> {
+    /// `codec` is the stream's GPU codec (`None`: tiles stored as they are).
+    pub fn new(v: &Validated, codec: Option<&dyn GpuCodec>) -> Result<Sizes> {
         let layout = &v.layout;
         let epochs = v.epochs_per_buffer as usize;
         let chunks = epochs * layout.tiles_per_epoch() as usize;
         let tile_bytes = layout.tile_bytes();
-        let (tile_stride, chunk_stride, temp) = match (v.config.codec, nvcomp) {
-            (Codec::None, _) => (round_up(tile_bytes, 8), round_up(tile_bytes, 8), 0),
-            (Codec::Zstd { .. }, Some(nv)) => {
-                let opts = ZstdCompressOpts::default();
-                let align = nv
-                    .zstd_compress_alignments(&opts)
-                    .map_err(|e| gpu_err("nvCOMP alignments", e))?;
-                let max_out = nv
-                    .zstd_compress_max_output_chunk_bytes(tile_bytes, &opts)
-                    .map_err(|e| gpu_err("nvCOMP output size", e))?;
-                let temp = nv
-                    .zstd_compress_temp_bytes(chunks, tile_bytes, chunks * tile_bytes, &opts)
-                    .map_err(|e| gpu_err("nvCOMP temp size", e))?;
+        let (tile_stride, chunk_stride, temp) = match codec {
+            None => (round_up(tile_bytes, 8), round_up(tile_bytes, 8), 0),
+            Some(c) => {
+                let z = c.sizes(chunks, tile_bytes)?;
                 (
-                    round_up(tile_bytes, align.input.max(8)),
-                    round_up(max_out, align.output.max(8)),
-                    temp,
+                    round_up(tile_bytes, z.input_align.max(8)),
+                    round_up(z.max_chunk, z.output_align.max(8)),
+                    z.temp,
                 )
             }
-            (Codec::Zstd { .. }, None) => {
-                return Err(Error::Internal("zstd sizes need nvCOMP".into()))
-            }
-            // Refused by `probe` before any plan is made.
-            (Codec::Blosc { .. }, _) => {
-                return Err(Error::BackendUnavailable(super::BLOSC_UNSUPPORTED.into()))
-            }
         };
-        let compressed = v.config.codec != Codec::None;
+        let compressed = codec.is_some();
         let out_stride = if compressed {
             chunk_stride
         } else {
