@@ -209,8 +209,19 @@ impl ShardSink for FsStore {
         key.push(file.to_string());
         let written = folder.and_then(|()| write_atomically(&key, &shard.parts(), self.fsync));
         self.key = key;
-        // A failure because the folder went away meanwhile says so.
-        written.map_err(|e| self.check_folder().err().unwrap_or(e))
+        // A failure because the folder went away meanwhile says so; a
+        // shard that landed in a folder put in the store's place is taken
+        // back out of it.
+        match (written, self.check_folder()) {
+            (Err(e), Ok(())) => Err(e),
+            (Ok(()), Ok(())) => Ok(()),
+            (written, Err(gone)) => {
+                if written.is_ok() {
+                    let _ = fs::remove_file(&self.key);
+                }
+                Err(gone)
+            }
+        }
     }
 
     fn progress(&mut self, planes: u64) -> Result<()> {
