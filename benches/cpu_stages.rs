@@ -10,7 +10,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rayon::prelude::*;
 use std::time::Duration;
 use tiledzarr::codec::ChunkCompressor;
-use tiledzarr::config::{Codec, IndexLocation, Shuffle};
+use tiledzarr::config::{Cname, Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::{Dim, Layout};
 use tiledzarr::shard::{CompressedEpoch, ShardAssembler};
 use tiledzarr::synth::{Generator, Pattern};
@@ -65,6 +65,7 @@ fn stages(c: &mut Criterion) {
     let blosc = Codec::Blosc {
         level: 1,
         shuffle: Shuffle::Byte,
+        cname: Cname::Zstd,
     };
     for (name, codec) in [("zstd1", codec), ("blosc-zstd1-shuffle", blosc)] {
         g.bench_function(format!("{name}/one-thread"), |b| {

@@ -140,6 +140,7 @@ enum tz_codec
   /**
    * Blosc1 frames with zstd inside at blosc `level` (0 to 9), byte
    * shuffle by the element size (the Zarr v3 `blosc` codec). CPU only.
+   * The JSON form also offers lz4 and zlib inside, and other shuffles.
    */
   TZ_CODEC_BLOSC = 2,
 };

@@ -133,8 +133,14 @@ fn codec() -> impl Strategy<Value = Value> {
     prop_oneof![
         8 => (-8i64..24).prop_map(|level| json!({"name": "zstd", "level": level})),
         4 => Just(json!({"name": "none"})),
-        8 => (-1i64..11, prop::sample::select(vec!["byte", "bit", "none", "byte", "bit", "none", "word"]))
-            .prop_map(|(level, shuffle)| json!({"name": "blosc", "level": level, "shuffle": shuffle})),
+        8 => (
+            -1i64..11,
+            prop::sample::select(vec!["byte", "bit", "none", "byte", "bit", "none", "word"]),
+            prop::sample::select(vec!["zstd", "lz4", "zlib", "zstd", "lz4", "zlib", "snappy"]),
+        )
+            .prop_map(|(level, shuffle, cname)| {
+                json!({"name": "blosc", "level": level, "shuffle": shuffle, "cname": cname})
+            }),
         1 => Just(json!({"name": "lz4"})),
         1 => Just(json!("zstd")),
     ]

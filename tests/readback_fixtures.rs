@@ -57,7 +57,8 @@ fn fixtures() -> Vec<Fixture> {
         index: "end",
         pattern: Pattern::Sparse,
     });
-    // Blosc1 + zstd: every element size and all three shuffles, ragged
+    // Blosc1 with zstd, lz4 and zlib inside: every element size and all
+    // three shuffles, ragged
     // edges and both index locations; the readers decode the frames with
     // their own c-blosc (numcodecs) and blosc implementation (tensorstore).
     let blosc = [
@@ -95,6 +96,30 @@ fn fixtures() -> Vec<Fixture> {
             "float32-level0",
             DType::Float32,
             r#"{"name": "blosc", "level": 0}"#,
+            "end",
+        ),
+        (
+            "uint16-lz4-byte",
+            DType::Uint16,
+            r#"{"name": "blosc", "level": 5, "cname": "lz4"}"#,
+            "end",
+        ),
+        (
+            "uint8-lz4-bit",
+            DType::Uint8,
+            r#"{"name": "blosc", "level": 1, "cname": "lz4", "shuffle": "bit"}"#,
+            "start",
+        ),
+        (
+            "uint16-zlib-byte",
+            DType::Uint16,
+            r#"{"name": "blosc", "level": 3, "cname": "zlib"}"#,
+            "start",
+        ),
+        (
+            "float64-zlib-none",
+            DType::Float64,
+            r#"{"name": "blosc", "level": 9, "cname": "zlib", "shuffle": "none"}"#,
             "end",
         ),
     ];

@@ -1,9 +1,11 @@
-//! A safe interface to c-blosc 1: one Blosc1 frame per call, zstd inside.
+//! A safe interface to c-blosc 1: one Blosc1 frame per call, zstd, lz4 or
+//! zlib inside.
 //!
 //! The frames are the format of the Zarr v3 `blosc` codec, which
 //! zarr-python (through numcodecs) and tensorstore decode natively.
 //! c-blosc 1.21 is compiled from the sources vendored by `blosc-src`, with
-//! its zstd taken from `zstd-sys`.
+//! its zstd taken from `zstd-sys`, lz4 from `lz4-sys` and zlib from
+//! `libz-sys`.
 //!
 //! Only c-blosc's context API is called (`blosc_compress_ctx`,
 //! `blosc_decompress_ctx`): it keeps no global state, reads no environment
@@ -23,8 +25,41 @@ pub const MAX_OVERHEAD: usize = blosc_src::BLOSC_MAX_OVERHEAD as usize;
 /// Largest input one frame holds (`INT_MAX` less the header).
 pub const MAX_INPUT_BYTES: usize = blosc_src::BLOSC_MAX_BUFFERSIZE as usize;
 
-/// The inner compressor, always zstd here.
-const COMPRESSOR: &CStr = c"zstd";
+/// The compressor inside a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cname {
+    Zstd,
+    Lz4,
+    Zlib,
+}
+
+impl Cname {
+    fn c_name(self) -> &'static CStr {
+        match self {
+            Cname::Zstd => c"zstd",
+            Cname::Lz4 => c"lz4",
+            Cname::Zlib => c"zlib",
+        }
+    }
+
+    /// The name in the Zarr `blosc` codec's `cname`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cname::Zstd => "zstd",
+            Cname::Lz4 => "lz4",
+            Cname::Zlib => "zlib",
+        }
+    }
+
+    /// The compressor's code in a frame header's flags (bits 5 to 7).
+    pub fn header_code(self) -> u8 {
+        match self {
+            Cname::Lz4 => 1,
+            Cname::Zlib => 3,
+            Cname::Zstd => 4,
+        }
+    }
+}
 
 /// The shuffle filter applied before compression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +84,9 @@ impl Shuffle {
 /// How a frame is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
-    /// 0 to [`MAX_LEVEL`]; c-blosc maps it onto a zstd level.
+    /// 0 to [`MAX_LEVEL`]; c-blosc maps it onto the inner compressor's.
     pub level: u8,
+    pub cname: Cname,
     pub shuffle: Shuffle,
     /// Bytes per element, 1 to [`MAX_TYPESIZE`]: the stride of the shuffle.
     pub typesize: usize,
@@ -132,7 +168,7 @@ pub fn compress(params: &Params, input: &[u8], out: &mut Vec<u8>) -> Result<(), 
             input.as_ptr().cast(),
             out.as_mut_ptr().cast(),
             capacity,
-            COMPRESSOR.as_ptr(),
+            params.cname.c_name().as_ptr(),
             0, // blocksize: c-blosc's automatic choice
             1,
         )
@@ -200,6 +236,7 @@ mod tests {
         let mut sizes = Vec::new();
         for shuffle in [Shuffle::None, Shuffle::Byte, Shuffle::Bit] {
             let p = Params {
+                cname: Cname::Zstd,
                 level: 1,
                 shuffle,
                 typesize: 2,
@@ -214,11 +251,30 @@ mod tests {
     }
 
     #[test]
+    fn every_inner_compressor_round_trips_and_names_itself() {
+        let data = ramp(1 << 14);
+        for cname in [Cname::Zstd, Cname::Lz4, Cname::Zlib] {
+            let p = Params {
+                cname,
+                level: 5,
+                shuffle: Shuffle::Byte,
+                typesize: 2,
+            };
+            let mut frame = Vec::new();
+            compress(&p, &data, &mut frame).unwrap();
+            assert!(frame.len() < data.len() / 2, "{cname:?}: {}", frame.len());
+            assert_eq!(frame[2] >> 5, cname.header_code(), "{cname:?}");
+            assert_eq!(decompress(&frame).unwrap(), data, "{cname:?}");
+        }
+    }
+
+    #[test]
     fn empty_and_tiny_inputs() {
         for n in [0, 1, 7, 17] {
             let data: Vec<u8> = (0..n as u8).collect();
             let mut frame = Vec::new();
             let p = Params {
+                cname: Cname::Zstd,
                 level: 5,
                 shuffle: Shuffle::Byte,
                 typesize: 4,
@@ -233,6 +289,7 @@ mod tests {
     fn bad_parameters_and_frames_are_errors() {
         let mut out = Vec::new();
         let p = |level, typesize| Params {
+            cname: Cname::Zstd,
             level,
             shuffle: Shuffle::Byte,
             typesize,

@@ -1,17 +1,20 @@
-//! blosc: one Blosc1 frame per chunk with zstd inside, shuffled by the
-//! element size first (the Zarr v3 `blosc` codec), through c-blosc.
+//! blosc: one Blosc1 frame per chunk with zstd, lz4 or zlib inside,
+//! shuffled by the element size first (the Zarr v3 `blosc` codec), through
+//! c-blosc.
 
-use crate::config::Shuffle;
+use crate::config::{Cname, Shuffle};
 use serde_json::{json, Value};
-
-/// The inner compressor of every blosc frame written here.
-pub const CNAME: &str = "zstd";
 
 /// c-blosc keeps no state between frames: only the parameters.
 pub struct Compressor(blosc1::Params);
 
 impl Compressor {
-    pub fn new(level: i32, shuffle: Shuffle, elem_size: usize) -> std::io::Result<Compressor> {
+    pub fn new(
+        level: i32,
+        shuffle: Shuffle,
+        cname: Cname,
+        elem_size: usize,
+    ) -> std::io::Result<Compressor> {
         let level = u8::try_from(level).map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -20,6 +23,7 @@ impl Compressor {
         })?;
         Ok(Compressor(blosc1::Params {
             level,
+            cname: cname_of(cname),
             shuffle: shuffle_of(shuffle),
             typesize: elem_size,
         }))
@@ -34,6 +38,15 @@ impl Compressor {
             }
             e => std::io::Error::other(e),
         })
+    }
+}
+
+/// c-blosc's compressor for `cname`.
+pub fn cname_of(cname: Cname) -> blosc1::Cname {
+    match cname {
+        Cname::Zstd => blosc1::Cname::Zstd,
+        Cname::Lz4 => blosc1::Cname::Lz4,
+        Cname::Zlib => blosc1::Cname::Zlib,
     }
 }
 
@@ -53,9 +66,9 @@ pub fn bound(tile_bytes: usize) -> usize {
 /// The codec's entry in the `sharding_indexed` chunk codecs: the shuffle
 /// mode and typesize are recorded explicitly, blocksize 0 is c-blosc's
 /// automatic choice.
-pub fn metadata(level: i32, shuffle: Shuffle, elem_size: usize) -> Value {
+pub fn metadata(level: i32, shuffle: Shuffle, cname: Cname, elem_size: usize) -> Value {
     json!({"name": "blosc", "configuration": {
-        "cname": CNAME,
+        "cname": cname_of(cname).name(),
         "clevel": level,
         "shuffle": match shuffle {
             Shuffle::None => "noshuffle",

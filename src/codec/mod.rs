@@ -1,6 +1,6 @@
 //! Chunk codecs on the CPU, one file per codec with its compressor, its
-//! bound and the Zarr codec metadata it produces: [`zstd`], [`blosc`]
-//! (Blosc1 frames, zstd inside) and `none` (the tile as it is). A new codec
+//! bound and the Zarr codec metadata it produces: `zstd`, `blosc` (Blosc1
+//! frames, zstd, lz4 or zlib inside) and `none` (the tile as it is). A new codec
 //! is a file here and an arm in each of the three dispatches below.
 
 mod blosc;
@@ -9,8 +9,7 @@ mod zstd;
 use crate::config::Codec;
 use serde_json::{json, Value};
 
-/// The inner compressor of every blosc frame written here.
-pub const BLOSC_CNAME: &str = blosc::CNAME;
+pub use blosc::cname_of as blosc_cname;
 
 /// A per-thread compressor: owns the codec's state (zstd's context) so
 /// that a worker reuses it for every tile.
@@ -31,9 +30,11 @@ impl ChunkCompressor {
         let inner = match codec {
             Codec::None => Inner::None,
             Codec::Zstd { level } => Inner::Zstd(zstd::Compressor::new(level)?),
-            Codec::Blosc { level, shuffle } => {
-                Inner::Blosc(blosc::Compressor::new(level, shuffle, elem_size)?)
-            }
+            Codec::Blosc {
+                level,
+                shuffle,
+                cname,
+            } => Inner::Blosc(blosc::Compressor::new(level, shuffle, cname, elem_size)?),
         };
         Ok(ChunkCompressor { inner })
     }
@@ -70,9 +71,11 @@ pub fn zarr_chunk_codecs(codec: Codec, elem_size: usize) -> Value {
     match codec {
         Codec::None => json!([bytes]),
         Codec::Zstd { level } => json!([bytes, zstd::metadata(level)]),
-        Codec::Blosc { level, shuffle } => {
-            json!([bytes, blosc::metadata(level, shuffle, elem_size)])
-        }
+        Codec::Blosc {
+            level,
+            shuffle,
+            cname,
+        } => json!([bytes, blosc::metadata(level, shuffle, cname, elem_size)]),
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::Shuffle;
+use crate::config::{Cname, Shuffle};
 
 /// Little-endian elements of `elem` bytes: a slow ramp with a little noise
 /// in the low byte, as a camera's pixels (compressible, and more so once
@@ -46,7 +46,11 @@ fn blosc_frames_round_trip_for_every_typesize_and_shuffle() {
     for elem in [1, 2, 4, 8] {
         let tile = elements(elem, 32 * 1024);
         for shuffle in [Shuffle::Byte, Shuffle::Bit, Shuffle::None] {
-            let codec = Codec::Blosc { level: 1, shuffle };
+            let codec = Codec::Blosc {
+                level: 1,
+                shuffle,
+                cname: Cname::Zstd,
+            };
             let mut z = ChunkCompressor::new(codec, elem).unwrap();
             let mut frame = vec![0xab; 7]; // replaced, not appended to
             z.compress(&tile, &mut frame).unwrap();
@@ -88,10 +92,12 @@ fn byte_shuffle_pays_on_microscopy_uint16() {
     let shuffled = size(Codec::Blosc {
         level: 1,
         shuffle: Shuffle::Byte,
+        cname: Cname::Zstd,
     });
     let plain = size(Codec::Blosc {
         level: 1,
         shuffle: Shuffle::None,
+        cname: Cname::Zstd,
     });
     assert!(shuffled < plain, "shuffled {shuffled}, plain {plain}");
 }
@@ -109,6 +115,7 @@ fn incompressible_tiles_stay_within_the_bound() {
         let codec = Codec::Blosc {
             level: 9,
             shuffle: Shuffle::Bit,
+            cname: Cname::Zstd,
         };
         let mut out = Vec::new();
         ChunkCompressor::new(codec, elem)
@@ -126,6 +133,7 @@ fn blosc_levels_out_of_range_are_refused() {
         let codec = Codec::Blosc {
             level,
             shuffle: Shuffle::Byte,
+            cname: Cname::Zstd,
         };
         let r =
             ChunkCompressor::new(codec, 2).and_then(|mut z| z.compress(&[0; 64], &mut Vec::new()));
@@ -135,7 +143,16 @@ fn blosc_levels_out_of_range_are_refused() {
 
 #[test]
 fn zarr_metadata_per_codec() {
-    let blosc = |shuffle| zarr_chunk_codecs(Codec::Blosc { level: 1, shuffle }, 2);
+    let blosc = |shuffle| {
+        zarr_chunk_codecs(
+            Codec::Blosc {
+                level: 1,
+                shuffle,
+                cname: Cname::Zstd,
+            },
+            2,
+        )
+    };
     let bytes = json!({"name": "bytes", "configuration": {"endian": "little"}});
     for (shuffle, name) in [
         (Shuffle::Byte, "shuffle"),
@@ -154,4 +171,30 @@ fn zarr_metadata_per_codec() {
         json!([bytes, {"name": "zstd", "configuration": {"level": 3, "checksum": false}}])
     );
     assert_eq!(zarr_chunk_codecs(Codec::None, 4), json!([bytes]));
+}
+
+#[test]
+fn blosc_names_its_inner_compressor_in_metadata_and_frames() {
+    let tile = elements(2, 8192);
+    for (cname, name, code) in [
+        (Cname::Zstd, "zstd", 4),
+        (Cname::Lz4, "lz4", 1),
+        (Cname::Zlib, "zlib", 3),
+    ] {
+        let codec = Codec::Blosc {
+            level: 5,
+            shuffle: Shuffle::Byte,
+            cname,
+        };
+        let meta = zarr_chunk_codecs(codec, 2);
+        assert_eq!(meta[1]["configuration"]["cname"], name);
+        let mut out = Vec::new();
+        ChunkCompressor::new(codec, 2)
+            .unwrap()
+            .compress(&tile, &mut out)
+            .unwrap();
+        assert_eq!(header(&out).0 >> 5, code, "{name}");
+        assert_eq!(blosc1::decompress(&out).unwrap(), tile, "{name}");
+        assert!(out.len() <= max_chunk_bytes(codec, tile.len()));
+    }
 }

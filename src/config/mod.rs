@@ -22,5 +22,5 @@ mod validate;
 
 pub use dtype::DType;
 pub use error::ConfigError;
-pub use schema::{BackendChoice, Codec, Config, Dimension, IndexLocation, Shuffle, Store};
+pub use schema::{BackendChoice, Cname, Codec, Config, Dimension, IndexLocation, Shuffle, Store};
 pub use validate::{Validated, BLOSC_LEVELS, MAX_THREADS, ZSTD_LEVELS};

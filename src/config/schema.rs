@@ -65,14 +65,16 @@ pub enum Codec {
         #[serde(default = "one_i32")]
         level: i32,
     },
-    /// Blosc1 frames (the Zarr v3 `blosc` codec) with zstd inside, at blosc
-    /// `level` (see [`super::BLOSC_LEVELS`]), shuffled by the element size
-    /// first. The inner compressor is always zstd.
+    /// Blosc1 frames (the Zarr v3 `blosc` codec) with `cname` inside (zstd
+    /// by default), at blosc `level` (see [`super::BLOSC_LEVELS`]),
+    /// shuffled by the element size first.
     Blosc {
         #[serde(default = "one_i32")]
         level: i32,
         #[serde(default)]
         shuffle: Shuffle,
+        #[serde(default)]
+        cname: Cname,
     },
 }
 
@@ -87,6 +89,19 @@ pub enum Shuffle {
     Bit,
     /// The elements as they are.
     None,
+}
+
+/// The compressor inside each blosc frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cname {
+    /// zstd, at the level c-blosc derives from the blosc level.
+    #[default]
+    Zstd,
+    /// LZ4: faster, larger.
+    Lz4,
+    /// zlib (deflate with its header and checksum).
+    Zlib,
 }
 
 fn one_i32() -> i32 {

@@ -204,7 +204,7 @@ fn layout_error(e: LayoutError) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Shuffle;
+    use crate::config::{Cname, Shuffle};
 
     fn err(json: &str) -> ConfigError {
         Config::from_json(json)
@@ -236,17 +236,28 @@ mod tests {
         let byte = Codec::Blosc {
             level: 1,
             shuffle: Shuffle::Byte,
+            cname: Cname::Zstd,
         };
         assert_eq!(c.codec, byte);
         let c = parse(r#"{"name": "blosc", "level": 9, "shuffle": "bit"}"#);
         let bit = Codec::Blosc {
             level: 9,
             shuffle: Shuffle::Bit,
+            cname: Cname::Zstd,
         };
         assert_eq!(c.codec, bit);
         assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
         let c = parse(r#"{"name": "blosc", "level": 0, "shuffle": "none"}"#);
         assert!(c.validate().is_ok());
+        for (name, cname) in [
+            ("lz4", Cname::Lz4),
+            ("zlib", Cname::Zlib),
+            ("zstd", Cname::Zstd),
+        ] {
+            let c = parse(&format!(r#"{{"name": "blosc", "cname": "{name}"}}"#));
+            assert!(matches!(c.codec, Codec::Blosc { cname: got, .. } if got == cname));
+            assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+        }
     }
 
     #[test]
@@ -274,7 +285,7 @@ mod tests {
             (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "level": 10}}}}"#), "codec.level"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "level": -1}}}}"#), "codec.level"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "shuffle": "word"}}}}"#), "codec"),
-            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "cname": "lz4"}}}}"#), "codec"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "codec": {{"name": "blosc", "cname": "snappy"}}}}"#), "codec"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "backend": "tpu"}}"#), "backend"),
             (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 0}]}"#.into(), "dimensions[0].tile"),
             (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 1}, {"size": 0, "tile": 1}]}"#.into(), "dimensions[1].size"),

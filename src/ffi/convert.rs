@@ -2,7 +2,7 @@
 
 use super::types::{tz_config, tz_dimension};
 use crate::config::{
-    BackendChoice, Codec, Config, DType, Dimension, IndexLocation, Shuffle, Store,
+    BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Shuffle, Store,
 };
 use crate::error::{Error, Result};
 use crate::layout::MAX_RANK;
@@ -66,6 +66,7 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         2 => Codec::Blosc {
             level: c.level,
             shuffle: Shuffle::Byte,
+            cname: Cname::Zstd,
         },
         n => return Err(bad("codec", format!("unknown tz_codec value {n}"))),
     };

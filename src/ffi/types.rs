@@ -33,6 +33,7 @@ pub enum tz_codec {
     TZ_CODEC_NONE = 1,
     /// Blosc1 frames with zstd inside at blosc `level` (0 to 9), byte
     /// shuffle by the element size (the Zarr v3 `blosc` codec). CPU only.
+    /// The JSON form also offers lz4 and zlib inside, and other shuffles.
     TZ_CODEC_BLOSC = 2,
 }
 

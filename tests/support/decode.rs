@@ -702,8 +702,14 @@ mod tests {
             BloscShuffle::Byte => blosc1::Shuffle::Byte,
             BloscShuffle::Bit => blosc1::Shuffle::Bit,
         };
+        let cname = match b.compressor {
+            1 => blosc1::Cname::Lz4,
+            3 => blosc1::Cname::Zlib,
+            _ => blosc1::Cname::Zstd,
+        };
         let params = blosc1::Params {
             level: 1,
+            cname,
             shuffle,
             typesize: b.typesize,
         };

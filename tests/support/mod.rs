@@ -5,7 +5,7 @@
 
 pub mod decode;
 
-use tiledzarr::config::{Codec, IndexLocation, Shuffle};
+use tiledzarr::config::{Cname, Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::Layout;
 
 /// The decoder's view of a layout written by the library, with `planes`
@@ -25,19 +25,24 @@ pub fn decode_dims(layout: &Layout, planes: u64) -> Vec<decode::Dim> {
 }
 
 /// The decoder's codec for the library's `codec` over elements of `elem`
-/// bytes (blosc frames always hold zstd).
+/// bytes.
 pub fn decode_codec(codec: Codec, elem: usize) -> decode::Codec {
     match codec {
         Codec::None => decode::Codec::None,
         Codec::Zstd { .. } => decode::Codec::Zstd,
-        Codec::Blosc { shuffle, .. } => decode::Codec::Blosc(decode::Blosc {
+        Codec::Blosc { shuffle, cname, .. } => decode::Codec::Blosc(decode::Blosc {
             typesize: elem,
             shuffle: match shuffle {
                 Shuffle::Byte => decode::BloscShuffle::Byte,
                 Shuffle::Bit => decode::BloscShuffle::Bit,
                 Shuffle::None => decode::BloscShuffle::None,
             },
-            compressor: 4, // zstd
+            // The frame header's compressor codes (c-blosc's chunk format).
+            compressor: match cname {
+                Cname::Lz4 => 1,
+                Cname::Zlib => 3,
+                Cname::Zstd => 4,
+            },
         }),
     }
 }

@@ -104,9 +104,14 @@ fn cpu_zstd(
     let name = "cpu-zstd";
     let what = match v.config.codec {
         Codec::Zstd { level } => format!("libzstd level {level}"),
-        Codec::Blosc { level, shuffle } => format!(
-            "c-blosc {} (Blosc1 frames, zstd inside) level {level}, {} shuffle, typesize {}",
+        Codec::Blosc {
+            level,
+            shuffle,
+            cname,
+        } => format!(
+            "c-blosc {} (Blosc1 frames, {} inside) level {level}, {} shuffle, typesize {}",
             blosc1::c_blosc_version(),
+            tiledzarr::codec::blosc_cname(cname).name(),
             match shuffle {
                 Shuffle::Byte => "byte",
                 Shuffle::Bit => "bit",

@@ -2,7 +2,7 @@
 //! and the command-line overrides applied to them or to a JSON file.
 
 use super::args::{CodecArg, Options};
-use tiledzarr::config::{Codec, Shuffle};
+use tiledzarr::config::{Cname, Codec, Shuffle};
 use tiledzarr::{Config, DType};
 
 /// `(name, size, tile, tiles_per_shard)`, slowest first; size 0 is the
@@ -110,13 +110,22 @@ pub fn apply(config: &mut Config, o: &Options) {
 fn codec(config: Codec, arg: Option<CodecArg>, level: Option<i32>) -> Codec {
     match (arg, config) {
         (Some(CodecArg::None), _) => Codec::None,
-        (Some(CodecArg::Blosc) | None, Codec::Blosc { level: l, shuffle }) => Codec::Blosc {
+        (
+            Some(CodecArg::Blosc) | None,
+            Codec::Blosc {
+                level: l,
+                shuffle,
+                cname,
+            },
+        ) => Codec::Blosc {
             level: level.unwrap_or(l),
             shuffle,
+            cname,
         },
         (Some(CodecArg::Blosc), _) => Codec::Blosc {
             level: level.unwrap_or(1),
             shuffle: Shuffle::Byte,
+            cname: Cname::Zstd,
         },
         (Some(CodecArg::Zstd) | None, Codec::Zstd { level: l }) => Codec::Zstd {
             level: level.unwrap_or(l),
@@ -135,7 +144,11 @@ mod tests {
     #[test]
     fn codec_and_level_from_the_command_line() {
         let zstd = |level| Codec::Zstd { level };
-        let blosc = |level, shuffle| Codec::Blosc { level, shuffle };
+        let blosc = |level, shuffle| Codec::Blosc {
+            level,
+            shuffle,
+            cname: Cname::Zstd,
+        };
         let (z, b, n) = (
             Some(CodecArg::Zstd),
             Some(CodecArg::Blosc),
