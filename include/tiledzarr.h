@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 2
+#define TZ_VERSION_MINOR 3
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -139,10 +139,15 @@ enum tz_codec
   TZ_CODEC_NONE = 1,
   /**
    * Blosc1 frames with zstd inside at blosc `level` (0 to 9), byte
-   * shuffle by the element size (the Zarr v3 `blosc` codec). CPU only.
-   * The JSON form also offers lz4 and zlib inside, and other shuffles.
+   * shuffle by the element size (the Zarr v3 `blosc` codec). The JSON
+   * form also offers lz4 and zlib inside, and other shuffles.
    */
   TZ_CODEC_BLOSC = 2,
+  /**
+   * One gzip member per chunk at `level` (0 to 9; the Zarr v3 `gzip`
+   * codec). Since 0.3.
+   */
+  TZ_CODEC_GZIP = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -268,7 +273,7 @@ typedef struct tz_config {
    */
   uint32_t codec;
   /**
-   * Compression level: zstd -7 to 22, blosc 0 to 9.
+   * Compression level: zstd -7 to 22, blosc and gzip 0 to 9.
    */
   int32_t level;
   /**

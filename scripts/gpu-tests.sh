@@ -4,8 +4,10 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench, fsync, protocol (default: all five, in
-# that order). fsync streams cam-32 into a store with and without fsync. protocol runs every configuration of the benchmark protocol
+# PHASE: tests, sanitizer, bench, codecs, fsync, protocol (default: all
+# six, in that order). codecs sweeps every codec over cam-32 on the GPU and
+# the CPU backend, shards discarded, each with its ceilings (records under
+# RESULTS_DIR/codecs). fsync streams cam-32 into a store with and without fsync. protocol runs every configuration of the benchmark protocol
 # (TZ_PROTOCOL_CONFIGS to name fewer) on the GPU backend, shards discarded
 # and written to a store under TZ_BENCH_DIR (default /tmp), with the
 # ceilings and the peers, TZ_PROTOCOL_BYTES (default 8GiB) per run.
@@ -18,7 +20,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench fsync protocol)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 export TZ_NVCOMP_LIBRARY="$here/lib/libnvcomp.so.6"
@@ -52,6 +54,9 @@ for tool in memcheck racecheck; do
     check "sanitizer-$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 \
         "$here/bin/acquire" --frames 40 --size 256 --out "$results/sanitizer-$tool.zarr" --backend gpu
     rm -rf "$results/sanitizer-$tool.zarr"
+    # The codecs' own kernels (shuffles, blosc framing, Adler-32).
+    check "sanitizer-$tool-codecs" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+        "$here/bin/gpu" --ignored --exact every_codec_on_the_gpu_decodes_as_the_cpu_store
 done
 fi
 
@@ -63,6 +68,20 @@ for config in cam-32 cam-128; do
 done
 check "bench-cam-32-none" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
     --codec none --bytes 32GiB --reps 2 --out "$results/bench-cam-32-gpu-discard-none.json"
+fi
+
+if wants codecs; then
+step "codec sweep: cam-32, GPU and CPU backend, shards discarded, ceilings"
+# Records are written under bench/results of the working directory.
+cd "$here"
+mkdir -p "$results/codecs"
+sweep=zstd,gzip,blosc-zstd-byte,blosc-zstd-bit,blosc-zstd-noshuffle,blosc-lz4-byte,blosc-lz4-bit,blosc-zlib-byte,blosc-zlib-bit,none
+check "codecs-gpu" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --codec "$sweep" --bytes "${TZ_CODEC_BYTES:-8GiB}" --reps 3
+check "codecs-cpu" "$here/bin/tz-bench" --config cam-32 --backend cpu --sink discard \
+    --codec "${sweep%,none}" --bytes "${TZ_CODEC_CPU_BYTES:-2GiB}" --reps 2
+mv "$here"/bench/results/*.json "$results/codecs/" 2>/dev/null
+cd - >/dev/null
 fi
 
 if wants fsync; then

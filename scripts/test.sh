@@ -56,15 +56,9 @@ trap 'rm -rf "$work"' EXIT
 
 step "readback by zarr-python and tensorstore"
 TZ_READBACK_DIR="$work/readback" cargo test --release --test readback_fixtures
-checked=0
-while IFS=$'\t' read -r store raw dtype shape; do
-    "$PY" tests/readback/check_store.py --store "$store" --raw "$raw" --dtype "$dtype" --shape "$shape"
-    checked=$((checked + 1))
-done <"$work/readback/manifest.tsv"
-if [[ $checked -lt 13 ]]; then
-    echo "expected at least 13 readback fixtures, checked $checked" >&2
-    exit 1
-fi
+# Every codec on every element type, and the layouts: 120 stores or more,
+# checked in one process.
+"$PY" tests/readback/check_store.py --manifest "$work/readback/manifest.tsv" --min 120
 
 step "C header standalone (C99, C++17)"
 cflags=(-Wall -Wextra -Werror -pedantic)

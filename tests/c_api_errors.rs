@@ -217,15 +217,23 @@ fn the_gpu_backend_is_used_or_refused_with_the_reason() {
 }
 
 #[test]
-fn blosc_is_refused_by_the_gpu_backend_and_runs_on_the_cpu_under_auto() {
-    let blosc = r#", "codec": {"name": "blosc", "level": 1}"#;
-    // Refused on any machine, GPU or not: the reason names the codec.
-    let gpu = json_with(&format!(r#"{blosc}, "backend": "gpu""#));
-    let auto = json_with(&format!(r#"{blosc}, "backend": "auto""#));
+fn a_tile_past_the_gpu_compressors_limit_is_refused_by_the_gpu_and_runs_on_the_cpu_under_auto() {
+    // One tile of 4096 x 2049 uint16 (16 MiB and 8 KiB): past nvCOMP's
+    // LZ4 chunk limit of 16 MiB. Refused on any machine, GPU or not: the
+    // reason names the limit.
+    let big = |backend: &str| {
+        format!(
+            r#"{{"dtype": "uint16", "backend": "{backend}",
+                "codec": {{"name": "blosc", "level": 1, "cname": "lz4"}},
+                "dimensions": [{{"size": 0, "tile": 1}}, {{"size": 4096, "tile": 4096}},
+                               {{"size": 2049, "tile": 2049}}]}}"#
+        )
+    };
+    let (gpu, auto) = (big("gpu"), big("auto"));
     assert_create_fails(
         &gpu,
         tz_status::TZ_ERR_BACKEND_UNAVAILABLE,
-        &["gpu", "requested, but", "codec blosc", "CPU only"],
+        &["gpu", "requested, but", "16785408 bytes", "LZ4 chunk limit"],
     );
     // The memory estimate makes the same choice.
     let (gpu_c, auto_c) = (cstring(&gpu), cstring(&auto));
@@ -234,7 +242,7 @@ fn blosc_is_refused_by_the_gpu_backend_and_runs_on_the_cpu_under_auto() {
         tz_estimate_memory_json(gpu_c.as_ptr(), plan.as_mut_ptr()),
         code(tz_status::TZ_ERR_BACKEND_UNAVAILABLE)
     );
-    assert!(last_error().contains("codec blosc"), "{}", last_error());
+    assert!(last_error().contains("LZ4 chunk limit"), "{}", last_error());
     // "auto" falls back to the CPU and says why.
     assert_eq!(
         tz_estimate_memory_json(auto_c.as_ptr(), plan.as_mut_ptr()),
@@ -252,7 +260,7 @@ fn blosc_is_refused_by_the_gpu_backend_and_runs_on_the_cpu_under_auto() {
     assert_eq!(m.backend, tz_backend::TZ_BACKEND_CPU as u32);
     let reason = unsafe { CStr::from_ptr(m.backend_reason.as_ptr()) };
     let reason = reason.to_str().unwrap();
-    assert!(reason.contains("codec blosc"), "{reason}");
+    assert!(reason.contains("LZ4 chunk limit"), "{reason}");
     tz_destroy(s);
 }
 

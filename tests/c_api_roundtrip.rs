@@ -73,12 +73,7 @@ impl Case {
                 "index_location": "{}", "threads": 2, "staging_bytes": {}}}"#,
             self.dtype.name(),
             dims.join(", "),
-            // Blosc runs on the CPU only: "auto" falls back to it, also
-            // where the suite runs on a GPU.
-            match self.codec {
-                TileCodec::Blosc(_) => "auto".to_string(),
-                _ => test_backend(),
-            },
+            test_backend(),
             if self.index_at_start { "start" } else { "end" },
             self.staging_bytes(),
         )

@@ -167,3 +167,107 @@ fn streams_of_different_shapes_in_one_process_all_decode() {
         }
     });
 }
+
+/// Every codec the CPU backend writes, on the GPU: blosc with zstd, lz4
+/// and zlib inside under each shuffle (level 0 included: every chunk
+/// memcpyed), and gzip across its levels, over element sizes 1 to 8, on
+/// camera-like data (compressible) and random bytes (chunks that do not
+/// shrink), with tiles whose element count is not a multiple of 8 (the
+/// bit shuffle leaves those as they are). The GPU store must decode, with
+/// the independent decoder's checks of every Blosc1 header, to the CPU
+/// store's array and to the input.
+#[test]
+#[ignore = "needs a GPU: scripts/gpu-run.sh"]
+fn every_codec_on_the_gpu_decodes_as_the_cpu_store() {
+    use tiledzarr::synth::{Generator, Pattern};
+    let mut codecs: Vec<String> = Vec::new();
+    for (k, cname) in ["zstd", "lz4", "zlib"].iter().enumerate() {
+        for (j, shuffle) in ["byte", "bit", "none"].iter().enumerate() {
+            let level = [1, 5, 9][(k + j) % 3];
+            codecs.push(format!(
+                r#"{{"name": "blosc", "level": {level}, "cname": "{cname}", "shuffle": "{shuffle}"}}"#
+            ));
+        }
+        codecs.push(format!(
+            r#"{{"name": "blosc", "level": 0, "cname": "{cname}"}}"#
+        ));
+    }
+    for level in [0, 1, 4, 6, 9] {
+        codecs.push(format!(r#"{{"name": "gzip", "level": {level}}}"#));
+    }
+    // (dtype, dims, planes, random data)
+    let cases: Vec<(DType, Dims, u64, bool)> = vec![
+        (
+            DType::Uint16,
+            vec![(0, 16, 1), (256, 32, 4), (256, 32, 4)],
+            40,
+            false,
+        ),
+        // 5 x 7 x 9 = 315 elements per tile: not a multiple of 8.
+        (
+            DType::Uint8,
+            vec![(0, 5, 2), (37, 7, 3), (50, 9, 2)],
+            23,
+            false,
+        ),
+        (
+            DType::Float32,
+            vec![(30, 4, 2), (33, 8, 2), (40, 16, 1)],
+            30,
+            true,
+        ),
+        (
+            DType::Int64,
+            vec![(0, 2, 1), (20, 8, 1), (24, 8, 0)],
+            9,
+            false,
+        ),
+    ];
+    let mut rng = Rng(23);
+    for (dtype, dims, planes, random) in cases {
+        let frame: Vec<u64> = dims[1..].iter().map(|d| d.0).collect();
+        let plane = frame.iter().product::<u64>() * dtype.size() as u64;
+        let data = if random {
+            rng.bytes((planes * plane) as usize)
+        } else {
+            let gen = Generator::new(Pattern::Microscopy, dtype, &frame, 7);
+            let mut d = vec![0u8; (planes * plane) as usize];
+            gen.fill_frames(0, &mut d);
+            d
+        };
+        let staging = dims[0].1 * plane * 4;
+        for codec in &codecs {
+            let mut arrays = Vec::new();
+            let mut sizes = Vec::new();
+            for backend in ["cpu", "gpu"] {
+                let c = config(dtype, &dims, backend, codec, staging);
+                let (shards, summary) = stream(&c, &data, 1 << 18);
+                assert_eq!(
+                    summary.backend.name(),
+                    backend,
+                    "{codec}: {}",
+                    summary.backend_reason
+                );
+                let v = c.validate().unwrap();
+                let elem = v.layout.elem_size();
+                let array = decode_array(
+                    &support::decode_dims(&v.layout, summary.planes),
+                    elem,
+                    support::decode_codec(c.codec, elem),
+                    decode::IndexLocation::End,
+                    &shards.lock().unwrap(),
+                )
+                .unwrap_or_else(|e| panic!("{dtype} {dims:?} {codec} on the {backend}: {e}"));
+                arrays.push(array);
+                sizes.push(summary.metrics.bytes_out);
+            }
+            let what = format!("{dtype} {dims:?} {codec} (random {random})");
+            assert!(arrays[0] == arrays[1], "{what}: GPU and CPU arrays differ");
+            assert!(
+                arrays[1].starts_with(&data),
+                "{what}: GPU array differs from the input"
+            );
+            eprintln!("{what}: bytes out cpu {} gpu {}", sizes[0], sizes[1]);
+        }
+    }
+}

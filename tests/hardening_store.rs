@@ -281,13 +281,19 @@ fn a_store_folder_removed_or_replaced_during_the_stream_poisons_it() {
 fn a_configuration_refused_for_its_backend_creates_no_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("acq.zarr");
-    // blosc does not run on the GPU backend, on any machine.
-    let gpu = json(&path, false, r#", "codec": {"name": "blosc"}"#)
-        .replace(r#""backend": "cpu""#, r#""backend": "gpu""#);
+    // A tile past nvCOMP's zstd chunk limit (16 MiB) is refused by the GPU
+    // backend on any machine.
+    let gpu = format!(
+        r#"{{"dtype": "uint16", "backend": "gpu", "dimensions": [{{"size": 0, "tile": 1}},
+            {{"size": 4096, "tile": 4096}}, {{"size": 2049, "tile": 2049}}],
+            "store": {{"path": {:?}}}}}"#,
+        path.to_str().unwrap()
+    );
     let (rc, msg) = create_json(&gpu, None).unwrap_err();
     assert_eq!(rc, code(tz_status::TZ_ERR_BACKEND_UNAVAILABLE), "{msg}");
+    assert!(msg.contains("zstd chunk limit"), "{msg}");
     assert!(!path.exists(), "no store folder");
-    // The same store on the CPU, without overwrite.
+    // A store on the CPU at that path, without overwrite.
     let cpu = json(&path, false, r#", "codec": {"name": "blosc"}"#);
     let s = create_json(&cpu, None).unwrap();
     write_in_pieces(s, &planes(4), &mut || 700).unwrap();

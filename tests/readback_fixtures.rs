@@ -24,6 +24,11 @@ struct Fixture {
     pattern: Pattern,
 }
 
+/// A codec string that lives as long as the test (fixtures are built once).
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
 fn fixtures() -> Vec<Fixture> {
     let mut out = Vec::new();
     for (i, dtype) in DType::ALL.into_iter().enumerate() {
@@ -57,83 +62,47 @@ fn fixtures() -> Vec<Fixture> {
         index: "end",
         pattern: Pattern::Sparse,
     });
-    // Blosc1 with zstd, lz4 and zlib inside: every element size and all
-    // three shuffles, ragged
-    // edges and both index locations; the readers decode the frames with
-    // their own c-blosc (numcodecs) and blosc implementation (tensorstore).
-    let blosc = [
-        (
-            "uint16-byte",
-            DType::Uint16,
-            r#"{"name": "blosc", "level": 1}"#,
-            "end",
-        ),
-        (
-            "uint8-byte",
-            DType::Uint8,
-            r#"{"name": "blosc", "level": 1, "shuffle": "byte"}"#,
-            "start",
-        ),
-        (
-            "float64-byte",
-            DType::Float64,
-            r#"{"name": "blosc", "level": 3}"#,
-            "end",
-        ),
-        (
-            "uint16-bit",
-            DType::Uint16,
-            r#"{"name": "blosc", "level": 5, "shuffle": "bit"}"#,
-            "start",
-        ),
-        (
-            "int32-none",
-            DType::Int32,
-            r#"{"name": "blosc", "level": 9, "shuffle": "none"}"#,
-            "end",
-        ),
-        (
-            "float32-level0",
-            DType::Float32,
-            r#"{"name": "blosc", "level": 0}"#,
-            "end",
-        ),
-        (
-            "uint16-lz4-byte",
-            DType::Uint16,
-            r#"{"name": "blosc", "level": 5, "cname": "lz4"}"#,
-            "end",
-        ),
-        (
-            "uint8-lz4-bit",
-            DType::Uint8,
-            r#"{"name": "blosc", "level": 1, "cname": "lz4", "shuffle": "bit"}"#,
-            "start",
-        ),
-        (
-            "uint16-zlib-byte",
-            DType::Uint16,
-            r#"{"name": "blosc", "level": 3, "cname": "zlib"}"#,
-            "start",
-        ),
-        (
-            "float64-zlib-none",
-            DType::Float64,
-            r#"{"name": "blosc", "level": 9, "cname": "zlib", "shuffle": "none"}"#,
-            "end",
-        ),
-    ];
-    for (name, dtype, codec, index) in blosc {
+    // Every codec on every element type: Blosc1 with zstd, lz4 and zlib
+    // inside under all three shuffles, and gzip; ragged edges, both index
+    // locations, levels across their ranges. The readers decode the frames
+    // with their own c-blosc (numcodecs) and blosc implementation
+    // (tensorstore), and gzip with zlib.
+    let mut k = 0;
+    for dtype in DType::ALL {
+        for cname in ["zstd", "lz4", "zlib"] {
+            for shuffle in ["byte", "bit", "none"] {
+                let level = [1, 5, 9, 0, 3][k % 5];
+                out.push(Fixture {
+                    name: format!("blosc-{}-{cname}-{shuffle}-{level}", dtype.name()),
+                    dtype,
+                    dims: vec![(0, 4, 2), (45, 16, 2), (70, 32, 2)],
+                    planes: 11,
+                    extra_elems: 17,
+                    codec: leak(format!(
+                        r#"{{"name": "blosc", "level": {level}, "cname": "{cname}", "shuffle": "{shuffle}"}}"#
+                    )),
+                    index: if k % 2 == 0 { "end" } else { "start" },
+                    pattern: Pattern::Microscopy,
+                });
+                k += 1;
+            }
+        }
+        let level = [1, 6, 9, 0][k % 4];
         out.push(Fixture {
-            name: format!("blosc-{name}"),
+            name: format!("gzip-{}-{level}", dtype.name()),
             dtype,
             dims: vec![(0, 4, 2), (45, 16, 2), (70, 32, 2)],
             planes: 11,
             extra_elems: 17,
-            codec,
-            index,
-            pattern: Pattern::Microscopy,
+            codec: leak(format!(r#"{{"name": "gzip", "level": {level}}}"#)),
+            index: if k % 2 == 0 { "start" } else { "end" },
+            pattern: if k % 3 == 0 {
+                Pattern::Random
+            } else {
+                Pattern::Microscopy
+            },
         });
+        k += 1;
     }
     out.push(Fixture {
         name: "cam32-like-blosc".into(),
@@ -166,9 +135,14 @@ fn write_fixture(f: &Fixture, dir: &Path) -> (PathBuf, PathBuf, Vec<u64>) {
         .iter()
         .map(|(s, t, p)| format!(r#"{{"size": {s}, "tile": {t}, "tiles_per_shard": {p}}}"#))
         .collect();
+    // Four epochs of staging: the default gigabyte is for cameras, and
+    // small stores by the hundred would spend their time mapping it.
+    let plane: u64 = f.dims[1..].iter().map(|d| d.0).product::<u64>() * f.dtype.size() as u64;
+    let staging = 4 * f.dims[0].1 * plane;
     let json = format!(
         r#"{{"dtype": "{}", "dimensions": [{}], "codec": {}, "index_location": "{}",
-            "backend": "cpu", "store": {{"path": {:?}, "overwrite": true}}}}"#,
+            "backend": "cpu", "staging_bytes": {staging},
+            "store": {{"path": {:?}, "overwrite": true, "fsync": false}}}}"#,
         f.dtype.name(),
         dims.join(", "),
         f.codec,

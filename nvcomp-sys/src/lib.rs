@@ -1,4 +1,6 @@
-//! Runtime-loaded bindings to NVIDIA nvCOMP's batched zstd C API.
+//! Runtime-loaded bindings to NVIDIA nvCOMP's batched zstd C API, and to
+//! its other standard-format compressors (LZ4, deflate, gzip) through one
+//! table ([`Nvcomp::compressor`]).
 //!
 //! nvCOMP's licence forbids redistributing it, so users install it
 //! themselves (CUDA toolkit, conda `nvcomp`, or the pip wheels
@@ -52,6 +54,7 @@
 //! on an H200) compression asks for 1 999 212 615 bytes and decompression
 //! for 1 667 432 448; 1000 chunks still need 1 232 667 679 to compress.
 
+mod batched;
 pub mod error;
 pub mod ffi;
 mod load;
@@ -62,6 +65,7 @@ mod zstd;
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
+pub use batched::{Algorithm, BatchedCompressor, CompressBatch, CompressOpts};
 pub use error::Error;
 pub use ffi::{Alignments, CuStream, DecompressBackend, ZstdCompressOpts, ZstdDecompressOpts};
 pub use search::ENV_LIBRARY;
@@ -94,6 +98,9 @@ pub struct Nvcomp {
     abi: AbiVersion,
     properties: ffi::Properties,
     fns: Fns,
+    /// The batched compressors, indexed by [`Algorithm`]: resolved at load,
+    /// or the first entry point the library lacks.
+    compressors: [batched::Resolved; 4],
 }
 
 #[derive(Clone, Copy, Debug)]

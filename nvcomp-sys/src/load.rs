@@ -189,6 +189,15 @@ fn bind(lib: Library, fallback: PathBuf) -> Result<Nvcomp, Error> {
         status_string: unsafe { sym(&lib, "nvcompGetStatusString") },
     };
 
+    let lookup = |name: &'static str| -> Option<*const std::ffi::c_void> {
+        // SAFETY: only the address is read; `resolve` gives it its type.
+        unsafe { sym::<*const std::ffi::c_void>(&lib, name) }
+    };
+    let compressors = crate::batched::Algorithm::ALL.map(|a| {
+        // SAFETY: `lookup` reads this ABI's nvCOMP, leaked below.
+        unsafe { crate::batched::resolve(a, abi, &lookup) }
+    });
+
     // Never dlclose nvCOMP: it carries a static CUDA runtime whose
     // teardown while other threads or queued GPU work still use it is not
     // something NVIDIA supports, and keeping it mapped lets `Nvcomp` be a
@@ -199,6 +208,7 @@ fn bind(lib: Library, fallback: PathBuf) -> Result<Nvcomp, Error> {
         abi,
         properties,
         fns,
+        compressors,
     })
 }
 

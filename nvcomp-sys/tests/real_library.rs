@@ -68,3 +68,29 @@ fn real_library_queries() {
         }
     }
 }
+
+#[test]
+fn every_standard_compressor_answers_host_queries() {
+    use nvcomp_sys::{Algorithm, CompressOpts};
+    for nv in libraries() {
+        for algorithm in Algorithm::ALL {
+            let c = match nv.compressor(algorithm, CompressOpts::default_for(algorithm)) {
+                Ok(c) => c,
+                // 5.x may predate gzip compression: the error names it.
+                Err(e @ Error::MissingSymbol { .. }) if nv.version().0 == 5 => {
+                    eprintln!("  {algorithm:?}: {e}");
+                    continue;
+                }
+                Err(e) => panic!("{algorithm:?}: {e}"),
+            };
+            let a = c.alignments().unwrap();
+            assert!(
+                a.input.is_power_of_two() && a.output.is_power_of_two(),
+                "{a:?}"
+            );
+            let max_out = c.max_output_chunk_bytes(65536).unwrap();
+            assert!(max_out >= 65536, "{algorithm:?}: {max_out}");
+            eprintln!("  {algorithm:?}: alignments {a:?}, bound of 64 KiB {max_out}");
+        }
+    }
+}

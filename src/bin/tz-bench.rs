@@ -53,8 +53,14 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
         None => record::check_folder(&results_dir(&root))
             .map_err(|e| format!("{e} (--out names another place for the record)"))?,
     }
-    let (label, mut config) = protocol::load(&o.config)?;
-    protocol::apply(&mut config, o);
+    let (label, base) = protocol::load(&o.config)?;
+    // The sweep's codecs; the first decides the backend and data size.
+    let codecs: Vec<Option<args::CodecArg>> = match o.codecs.as_slice() {
+        [] => vec![None],
+        list => list.iter().copied().map(Some).collect(),
+    };
+    let mut config = base.clone();
+    protocol::apply(&mut config, o, codecs[0]);
     let v = config
         .validate()
         .map_err(|e| format!("configuration: {e}"))?;
@@ -107,7 +113,61 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
         frames.bytes() as f64 / 1e9
     );
 
-    let store = work.as_ref().map(|w| w.path().join("store.zarr"));
+    let mut failed = false;
+    let mut rows = Vec::new();
+    for arg in codecs.iter().copied() {
+        let mut config = base.clone();
+        protocol::apply(&mut config, o, arg);
+        let v = config
+            .validate()
+            .map_err(|e| format!("configuration ({}): {e}", protocol::label(config.codec)))?;
+        let run = Setup {
+            root: &root,
+            label: &label,
+            frames: &frames,
+            work: work.as_ref(),
+            n,
+            sweep: codecs.len() > 1,
+        };
+        let (rec, bad) = measure(o, &run, &config, &v)?;
+        failed |= bad;
+        rows.push(rec);
+    }
+    if rows.len() > 1 {
+        print!("\n{}", table::sweep(&rows));
+    }
+    drop(work);
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What every codec of a sweep shares.
+struct Setup<'a> {
+    root: &'a std::path::Path,
+    label: &'a str,
+    frames: &'a Frames,
+    work: Option<&'a WorkDir>,
+    /// Frames streamed per run.
+    n: u64,
+    /// Several codecs: records are named by codec.
+    sweep: bool,
+}
+
+/// Runs, ceilings and peers of one codec: its record, written and printed,
+/// and whether anything failed.
+fn measure(
+    o: &Options,
+    run: &Setup<'_>,
+    config: &tiledzarr::Config,
+    v: &tiledzarr::config::Validated,
+) -> Result<(Record, bool), String> {
+    let (root, label, frames, n) = (run.root, run.label, run.frames, run.n);
+    let layout = &v.layout;
+    let frame_shape: Vec<u64> = layout.dims()[1..].iter().map(|d| d.size).collect();
+    let store = run.work.map(|w| w.path().join("store.zarr"));
     let target = match (&o.sink, &store) {
         (SinkKind::Fs, Some(path)) => Target::Fs(path, o.fsync),
         _ => Target::Discard,
@@ -119,7 +179,7 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
     let mut runs = Vec::new();
     for rep in 1..=o.reps {
         progress.start(format!("rep {rep}/{}", o.reps));
-        runs.push(stream::run(&config, &target, &frames, &mut progress)?);
+        runs.push(stream::run(config, &target, frames, &mut progress)?);
     }
     let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let (best_s, median_s) = best_and_median(&seconds);
@@ -133,9 +193,9 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
 
     let mut ceilings = if o.ceilings {
         eprintln!("tz-bench: measuring ceilings");
-        ceilings::measure(&v, &frames, v.threads)
+        ceilings::measure(v, frames, v.threads)
     } else {
-        ceilings::skipped(&v)
+        ceilings::skipped(v)
     };
     for c in &mut ceilings {
         c.tiledzarr_over_ceiling = c.gbps.map(|g| best_gbps / g);
@@ -143,6 +203,7 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
 
     let mut notes = Vec::new();
     let mut failed = false;
+    let codec_label = protocol::label(config.codec);
     let (mut peer_list, mut peers_setup) = (Vec::new(), serde_json::Value::Null);
     if o.peers {
         if o.sink == SinkKind::Discard {
@@ -152,17 +213,17 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
                     .into(),
             );
         }
-        match peers::unsupported(&v) {
+        match peers::unsupported(v) {
             Some(why) => notes.push(format!("peers not run: {why}")),
             None => {
                 let req = peers::Request {
-                    root: &root,
+                    root,
                     python: o.python.as_deref(),
-                    work: work.as_ref().expect("created for --peers").path(),
+                    work: run.work.expect("created for --peers").path(),
                     reps: o.reps,
                     threads: o.threads,
                 };
-                match peers::run(&req, &v, &frames) {
+                match peers::run(&req, v, frames) {
                     Ok(out) => {
                         peer_list = out.peers;
                         peers_setup = out.setup;
@@ -198,10 +259,10 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
     let rec = Record {
         tool: format!("tz-bench {}", env!("CARGO_PKG_VERSION")),
         date,
-        commit: record::commit(&root),
+        commit: record::commit(root),
         device,
         configuration: record::Configuration {
-            name: label.clone(),
+            name: label.to_string(),
             json: json(&v.config),
             tile_shape: layout.tile_shape(),
             shard_shape: layout.shard_shape(),
@@ -247,22 +308,22 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
     let out = o.out.clone().unwrap_or_else(|| {
         // Runs without fsync keep a record of their own beside those with.
         let nofsync = if fs && !o.fsync { "-nofsync" } else { "" };
+        let codec = if run.sweep {
+            format!("-{codec_label}")
+        } else {
+            String::new()
+        };
         let name = format!(
-            "{stamp}-{label}-{}-{}{nofsync}.json",
+            "{stamp}-{label}{codec}-{}-{}{nofsync}.json",
             rec.backend.kind,
             o.sink.name()
         );
-        results_dir(&root).join(name)
+        results_dir(root).join(name)
     });
     rec.write(&out)?;
     print!("{}", table::render(&rec));
     println!("\nrecord: {}", display(&out));
-    drop(work);
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok((rec, failed))
 }
 
 /// Where records go without --out.

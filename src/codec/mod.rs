@@ -1,9 +1,11 @@
 //! Chunk codecs on the CPU, one file per codec with its compressor, its
 //! bound and the Zarr codec metadata it produces: `zstd`, `blosc` (Blosc1
-//! frames, zstd, lz4 or zlib inside) and `none` (the tile as it is). A new codec
+//! frames, zstd, lz4 or zlib inside), `gzip` and `none` (the tile as it is). A new codec
 //! is a file here and an arm in each of the three dispatches below.
 
 mod blosc;
+pub mod blosc_block;
+mod gzip;
 mod zstd;
 
 use crate::config::Codec;
@@ -21,6 +23,7 @@ enum Inner {
     None,
     Zstd(zstd::Compressor),
     Blosc(blosc::Compressor),
+    Gzip(gzip::Compressor),
 }
 
 impl ChunkCompressor {
@@ -35,6 +38,7 @@ impl ChunkCompressor {
                 shuffle,
                 cname,
             } => Inner::Blosc(blosc::Compressor::new(level, shuffle, cname, elem_size)?),
+            Codec::Gzip { level } => Inner::Gzip(gzip::Compressor::new(level)),
         };
         Ok(ChunkCompressor { inner })
     }
@@ -51,6 +55,7 @@ impl ChunkCompressor {
             }
             Inner::Zstd(z) => z.compress(tile, out),
             Inner::Blosc(b) => b.compress(tile, out),
+            Inner::Gzip(g) => g.compress(tile, out),
         }
     }
 }
@@ -61,6 +66,7 @@ pub fn max_chunk_bytes(codec: Codec, tile_bytes: usize) -> usize {
         Codec::None => tile_bytes,
         Codec::Zstd { .. } => zstd::bound(tile_bytes),
         Codec::Blosc { .. } => blosc::bound(tile_bytes),
+        Codec::Gzip { .. } => gzip::bound(tile_bytes),
     }
 }
 
@@ -76,6 +82,7 @@ pub fn zarr_chunk_codecs(codec: Codec, elem_size: usize) -> Value {
             shuffle,
             cname,
         } => json!([bytes, blosc::metadata(level, shuffle, cname, elem_size)]),
+        Codec::Gzip { level } => json!([bytes, gzip::metadata(level)]),
     }
 }
 

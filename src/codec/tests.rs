@@ -198,3 +198,117 @@ fn blosc_names_its_inner_compressor_in_metadata_and_frames() {
         assert!(out.len() <= max_chunk_bytes(codec, tile.len()));
     }
 }
+
+#[test]
+fn gzip_members_round_trip_at_every_level_within_the_bound() {
+    use std::io::Read;
+    let ramp = elements(2, 40_000);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..100_003)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    for level in crate::config::GZIP_LEVELS {
+        let codec = Codec::Gzip { level };
+        let mut z = ChunkCompressor::new(codec, 2).unwrap();
+        for tile in [&ramp[..], &noise[..], &[][..], &noise[..1]] {
+            let mut member = vec![0xcd; 3]; // replaced, not appended to
+            z.compress(tile, &mut member).unwrap();
+            let what = format!("level {level}, {} bytes", tile.len());
+            assert!(member.len() <= max_chunk_bytes(codec, tile.len()), "{what}");
+            assert_eq!(&member[..3], &[0x1f, 0x8b, 8], "{what}: not a gzip member");
+            let mut back = Vec::new();
+            flate2::read::GzDecoder::new(&member[..])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert_eq!(back, tile, "{what}");
+        }
+        let mut member = Vec::new();
+        z.compress(&ramp, &mut member).unwrap();
+        if level > 0 {
+            assert!(
+                member.len() < ramp.len() / 2,
+                "level {level}: {}",
+                member.len()
+            );
+        }
+    }
+    let meta = zarr_chunk_codecs(Codec::Gzip { level: 4 }, 2);
+    assert_eq!(
+        meta[1],
+        serde_json::json!({"name": "gzip", "configuration": {"level": 4}})
+    );
+}
+
+/// The GPU's one-block frames, built on the CPU with the kernels'
+/// arithmetic around streams from the reference libraries, decode with
+/// c-blosc: the format the kernels write is the one readers take.
+#[test]
+fn one_block_frames_as_the_gpu_writes_them_decode_with_c_blosc() {
+    use super::blosc_block::{adler32, filtered, frame};
+    for elem in [1, 2, 4, 8] {
+        for count in [4096, 4099] {
+            let tile = elements(elem, count);
+            for shuffle in [Shuffle::Byte, Shuffle::Bit, Shuffle::None] {
+                let packed = filtered(&tile, shuffle, elem);
+                for cname in [Cname::Zstd, Cname::Lz4, Cname::Zlib] {
+                    let what = format!("typesize {elem}, {count} elements, {shuffle:?}, {cname:?}");
+                    let (stream, adler) = match cname {
+                        Cname::Zstd => (::zstd::bulk::compress(&packed, 1).unwrap(), None),
+                        Cname::Lz4 => (lz4_block(&packed), None),
+                        Cname::Zlib => (raw_deflate(&packed), Some(adler32(&packed))),
+                    };
+                    let f = frame(&tile, &stream, shuffle, cname, elem, adler);
+                    assert!(f[2] & 0x2 == 0, "{what}: unexpectedly memcpyed");
+                    assert_eq!(blosc1::decompress(&f).unwrap(), tile, "{what}");
+                    // A stream that does not shrink: memcpyed, the raw tile.
+                    let f = frame(&tile, &vec![0; tile.len()], shuffle, cname, elem, adler);
+                    assert!(f[2] & 0x2 != 0, "{what}");
+                    assert_eq!(blosc1::decompress(&f).unwrap(), tile, "{what}: memcpyed");
+                }
+            }
+        }
+    }
+    // The kernel's Adler-32 is zlib's.
+    let data = elements(2, 100_000);
+    let mut z = flate2::Compress::new(flate2::Compression::fast(), true);
+    let mut out = Vec::with_capacity(300_000);
+    z.compress_vec(&data, &mut out, flate2::FlushCompress::Finish)
+        .unwrap();
+    let n = out.len();
+    assert_eq!(
+        u32::from_be_bytes(out[n - 4..].try_into().unwrap()),
+        adler32(&data)
+    );
+}
+
+fn raw_deflate(data: &[u8]) -> Vec<u8> {
+    let mut z = flate2::Compress::new(flate2::Compression::fast(), false);
+    let mut out = Vec::with_capacity(data.len() * 2 + 64);
+    z.compress_vec(data, &mut out, flate2::FlushCompress::Finish)
+        .unwrap();
+    out
+}
+
+/// An LZ4 block, taken out of a c-blosc frame that holds one (lz4, no
+/// shuffle, one stream: its stream is the block).
+fn lz4_block(data: &[u8]) -> Vec<u8> {
+    let params = blosc1::Params {
+        level: 5,
+        cname: blosc1::Cname::Lz4,
+        shuffle: blosc1::Shuffle::None,
+        typesize: 1,
+    };
+    let mut f = Vec::new();
+    blosc1::compress(&params, data, &mut f).unwrap();
+    let blocksize = u32::from_le_bytes(f[8..12].try_into().unwrap()) as usize;
+    assert_eq!(blocksize, data.len(), "c-blosc split the input into blocks");
+    // typesize 1: one stream per block, split or not.
+    let start = u32::from_le_bytes(f[16..20].try_into().unwrap()) as usize;
+    let n = u32::from_le_bytes(f[start..start + 4].try_into().unwrap()) as usize;
+    f[start + 4..start + 4 + n].to_vec()
+}

@@ -23,4 +23,4 @@ mod validate;
 pub use dtype::DType;
 pub use error::ConfigError;
 pub use schema::{BackendChoice, Cname, Codec, Config, Dimension, IndexLocation, Shuffle, Store};
-pub use validate::{Validated, BLOSC_LEVELS, MAX_THREADS, ZSTD_LEVELS};
+pub use validate::{Validated, BLOSC_LEVELS, GZIP_LEVELS, MAX_THREADS, ZSTD_LEVELS};

@@ -76,6 +76,12 @@ pub enum Codec {
         #[serde(default)]
         cname: Cname,
     },
+    /// One gzip member per chunk (the Zarr v3 core `gzip` codec) at
+    /// `level` (see [`super::GZIP_LEVELS`]).
+    Gzip {
+        #[serde(default = "one_i32")]
+        level: i32,
+    },
 }
 
 /// The shuffle filter of the blosc codec.

@@ -10,6 +10,10 @@ pub const ZSTD_LEVELS: RangeInclusive<i32> = -7..=22;
 /// blosc levels accepted (0 stores the tiles in frames uncompressed).
 pub const BLOSC_LEVELS: RangeInclusive<i32> = 0..=9;
 
+/// gzip levels, as zlib's: 0 stores, 1 is fastest, 9 smallest (the GPU
+/// maps them onto nvCOMP's algorithms: see the README's codec table).
+pub const GZIP_LEVELS: RangeInclusive<i32> = 0..=9;
+
 /// Most worker threads a stream may ask for.
 pub const MAX_THREADS: u32 = 1024;
 
@@ -102,6 +106,7 @@ fn check_codec(codec: Codec, tile_bytes: usize) -> Result<(), ConfigError> {
         Codec::None => return Ok(()),
         Codec::Zstd { level } => (level, ZSTD_LEVELS),
         Codec::Blosc { level, .. } => (level, BLOSC_LEVELS),
+        Codec::Gzip { level } => (level, GZIP_LEVELS),
     };
     if !levels.contains(&level) {
         return Err(ConfigError::new(
@@ -172,8 +177,9 @@ impl Validated {
             GPU_DEFAULT_STAGING_BYTES,
             match self.config.codec {
                 Codec::None => GPU_UNCOMPRESSED_BUFFER_BYTES,
-                // Blosc never reaches the GPU (its probe refuses it).
-                Codec::Zstd { .. } | Codec::Blosc { .. } => GPU_TARGET_BUFFER_BYTES,
+                Codec::Zstd { .. } | Codec::Blosc { .. } | Codec::Gzip { .. } => {
+                    GPU_TARGET_BUFFER_BYTES
+                }
             },
         )?;
         // Small tiles: bound the tiles of one call (the compressor's tables

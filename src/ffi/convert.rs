@@ -68,6 +68,7 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
             shuffle: Shuffle::Byte,
             cname: Cname::Zstd,
         },
+        3 => Codec::Gzip { level: c.level },
         n => return Err(bad("codec", format!("unknown tz_codec value {n}"))),
     };
     let backend = match c.backend {

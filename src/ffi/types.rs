@@ -32,9 +32,12 @@ pub enum tz_codec {
     /// Tiles stored raw.
     TZ_CODEC_NONE = 1,
     /// Blosc1 frames with zstd inside at blosc `level` (0 to 9), byte
-    /// shuffle by the element size (the Zarr v3 `blosc` codec). CPU only.
-    /// The JSON form also offers lz4 and zlib inside, and other shuffles.
+    /// shuffle by the element size (the Zarr v3 `blosc` codec). The JSON
+    /// form also offers lz4 and zlib inside, and other shuffles.
     TZ_CODEC_BLOSC = 2,
+    /// One gzip member per chunk at `level` (0 to 9; the Zarr v3 `gzip`
+    /// codec). Since 0.3.
+    TZ_CODEC_GZIP = 3,
 }
 
 /// Backends. In `tz_metrics.backend`, only CPU or GPU appear.
@@ -112,7 +115,7 @@ pub struct tz_config {
     pub dimensions: *const tz_dimension,
     /// A `tz_codec`.
     pub codec: u32,
-    /// Compression level: zstd -7 to 22, blosc 0 to 9.
+    /// Compression level: zstd -7 to 22, blosc and gzip 0 to 9.
     pub level: i32,
     /// A `tz_backend`.
     pub backend: u32,

@@ -4,6 +4,11 @@ with the raw frames it was written from.
 
     check_store.py --store DIR --raw FILE --dtype NAME --shape a,b,c[,...]
                    [--readers zarr,tensorstore] [--allow-unsharded]
+    check_store.py --manifest FILE [--min N]
+
+A manifest holds one store per line: store, raw, dtype and shape, separated by
+tabs; every store is checked in this one process (the readers' imports are paid
+once), and fewer than N lines is an error.
 
 The raw file holds little-endian, row-major elements of the array exactly as
 the producer received them. It may be shorter than the array (the stream ended
@@ -195,8 +200,33 @@ def compare_reader(reader, store, raw_path, dtype, shape, n_raw, slab_bytes):
                        got_v, w, int(got_bits[i]), diff.size, lo, hi))
 
 
+def check_manifest(argv):
+    p = argparse.ArgumentParser(description="check every store of a manifest")
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--min", type=int, default=1, help="fewest stores the manifest must list")
+    a = p.parse_args(argv)
+    with open(a.manifest) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    if len(rows) < a.min:
+        print("ERROR %s lists %d stores, expected at least %d" % (a.manifest, len(rows), a.min),
+              file=sys.stderr)
+        return 2
+    status = 0
+    for row in rows:
+        if len(row) != 4:
+            print("ERROR %s: bad line %r" % (a.manifest, row), file=sys.stderr)
+            return 2
+        store, raw, dtype, shape = row
+        status = max(status, main(["--store", store, "--raw", raw, "--dtype", dtype, "--shape", shape]))
+    print("checked %d stores" % len(rows), flush=True)
+    return status
+
+
 def main(argv=None):
-    a = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if any(x == "--manifest" or x.startswith("--manifest=") for x in argv):
+        return check_manifest(argv)
+    a = parse_args(argv)
     dtype = np.dtype(a.dtype)
     try:
         if not os.path.isdir(a.store):

@@ -6,7 +6,7 @@
 //!
 //! Supported: `regular` chunk grid, `default` chunk key encoding, one
 //! `sharding_indexed` codec whose inner codecs are `bytes` (little endian)
-//! optionally followed by `zstd` or `blosc`, and whose index codecs are
+//! optionally followed by `zstd`, `gzip` or `blosc`, and whose index codecs are
 //! `bytes` (little endian) then `crc32c`. Anything else is reported as an
 //! error rather than guessed at.
 //!
@@ -42,6 +42,8 @@ pub enum IndexLocation {
 pub enum Codec {
     None,
     Zstd,
+    /// One gzip member (RFC 1952) per chunk.
+    Gzip,
     Blosc(Blosc),
 }
 
@@ -262,6 +264,8 @@ pub fn decode_array(
                 Codec::None => stored.to_vec(),
                 Codec::Zstd => zstd::stream::decode_all(stored)
                     .map_err(|e| fail(format!("chunk {k} (tile {tile:?}): zstd: {e}")))?,
+                Codec::Gzip => gunzip(stored)
+                    .map_err(|e| fail(format!("chunk {k} (tile {tile:?}): gzip: {e}")))?,
                 Codec::Blosc(b) => {
                     let fail_blosc = |e: String| fail(format!("chunk {k} (tile {tile:?}): {e}"));
                     check_blosc_header(stored, &b, tile_bytes).map_err(fail_blosc)?;
@@ -478,6 +482,7 @@ fn parse_metadata(meta: &serde_json::Value) -> Result<Layout, String> {
     let codec = match inner.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         [b] if little_endian_bytes(b) => Codec::None,
         [b, z] if little_endian_bytes(b) && name_of(z) == "zstd" => Codec::Zstd,
+        [b, z] if little_endian_bytes(b) && name_of(z) == "gzip" => Codec::Gzip,
         [b, z] if little_endian_bytes(b) && name_of(z) == "blosc" => {
             Codec::Blosc(parse_blosc(z).map_err(|e| format!("blosc codec {z}: {e}"))?)
         }
@@ -604,6 +609,19 @@ fn collect_shards(
     Ok(())
 }
 
+/// One gzip member, which must end where the chunk ends.
+fn gunzip(member: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut d = flate2::bufread::GzDecoder::new(member);
+    let mut out = Vec::new();
+    d.read_to_end(&mut out).map_err(|e| e.to_string())?;
+    let rest = d.into_inner();
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the member", rest.len()));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     //! The decoder's own tests: arrays are tiled, compressed and assembled
@@ -674,6 +692,12 @@ mod tests {
                 let stored = match codec {
                     Codec::None => tile,
                     Codec::Zstd => zstd::bulk::compress(&tile, 1).unwrap(),
+                    Codec::Gzip => {
+                        use std::io::Write;
+                        let mut z = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+                        z.write_all(&tile).unwrap();
+                        z.finish().unwrap()
+                    }
                     Codec::Blosc(b) => blosc_frame(&b, &tile),
                 };
                 let base = match loc {
@@ -1017,7 +1041,7 @@ mod tests {
         assert!(decode_store(dir.path()).unwrap_err().contains("fill_value"));
 
         let mut meta = metadata(&[3, 4], &[2, 4], &[1, 2], "end");
-        meta["codecs"][0]["configuration"]["codecs"][1]["name"] = "gzip".into();
+        meta["codecs"][0]["configuration"]["codecs"][1]["name"] = "lzma".into();
         write_store(dir.path(), &meta, &HashMap::new());
         assert!(decode_store(dir.path())
             .unwrap_err()

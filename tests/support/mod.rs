@@ -30,6 +30,7 @@ pub fn decode_codec(codec: Codec, elem: usize) -> decode::Codec {
     match codec {
         Codec::None => decode::Codec::None,
         Codec::Zstd { .. } => decode::Codec::Zstd,
+        Codec::Gzip { .. } => decode::Codec::Gzip,
         Codec::Blosc { shuffle, cname, .. } => decode::Codec::Blosc(decode::Blosc {
             typesize: elem,
             shuffle: match shuffle {

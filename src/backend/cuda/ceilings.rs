@@ -1,15 +1,14 @@
 //! The GPU ceilings of the benchmark protocol, measured apart from the
-//! pipeline on the same device: the pinned host-to-device copy and nvCOMP
-//! batched zstd alone on tiles already on the device. Each run is timed
+//! pipeline on the same device: the pinned host-to-device copy and the
+//! codec's nvCOMP batched compressor alone on tiles already on the device
+//! (filtered first, on the host, where the codec filters them). Each run is timed
 //! with CUDA events around the work on one stream, after an untimed
 //! warm-up run; the caller picks the best (and the median) of the runs.
 
 use super::driver::{self, gpu_err, Context, DeviceBuffer, Event, PinnedBuffer, Stream};
+use crate::config::{Cname, Codec};
 use crate::error::{Error, Result};
-use nvcomp_sys::{Nvcomp, ZstdCompressBatch, ZstdCompressOpts};
-
-/// nvCOMP's zstd takes chunks of at most 16 MiB.
-const MAX_CHUNK_BYTES: usize = 16 << 20;
+use nvcomp_sys::{Algorithm, CompressBatch, CompressOpts, Nvcomp};
 
 /// Seconds of each timed run (warm-up excluded) and the bytes of one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,10 +45,14 @@ pub struct H2dCeiling {
     pub timings: Timings,
 }
 
-/// nvCOMP batched zstd on tiles already on the device.
+/// An nvCOMP batched compressor on tiles already on the device.
 #[derive(Debug, Clone)]
-pub struct ZstdCeiling {
+pub struct NvcompCeiling {
     pub device_name: String,
+    /// The compressor, and what it was given: e.g. "zstd (default
+    /// options) on byte-shuffled tiles".
+    pub algorithm: Algorithm,
+    pub what: String,
     /// nvCOMP's (major, minor, patch).
     pub nvcomp_version: (u32, u32, u32),
     /// Chunks per compress call (every tile given, one call).
@@ -63,7 +66,7 @@ pub struct ZstdCeiling {
     pub timings: Timings,
 }
 
-impl ZstdCeiling {
+impl NvcompCeiling {
     /// Uncompressed bytes per compressed byte (chunks only, no index).
     pub fn ratio(&self) -> f64 {
         self.timings.bytes as f64 / self.compressed_bytes.max(1) as f64
@@ -175,30 +178,72 @@ pub fn host_to_pinned<'a>(
     })
 }
 
-/// Times nvCOMP batched zstd over `tiles` (back to back, `tile_bytes`
-/// each), all compressed in one `nvcompBatchedZstdCompressAsync` call as
-/// the GPU backend compresses a batch: the tiles are uploaded once (each at
-/// nvCOMP's input alignment), the temp buffer is zeroed once, one call runs
-/// untimed, then `reps` calls are timed each between two CUDA events on the
-/// stream. Every chunk's status is checked after the warm-up and after the
-/// last run, whose compressed sizes are read back.
-pub fn nvcomp_zstd(
+/// nvCOMP's compressor for `codec` (blosc: the inner one) and its
+/// deflate/gzip algorithm; `None` for `none`.
+pub fn nvcomp_compressor(codec: Codec) -> Option<(Algorithm, i32)> {
+    use super::codec::deflate_algorithm;
+    match codec {
+        Codec::None => None,
+        Codec::Zstd { .. } => Some((Algorithm::Zstd, 0)),
+        Codec::Gzip { level } => Some((Algorithm::Gzip, deflate_algorithm(level))),
+        Codec::Blosc { level, cname, .. } => Some(match cname {
+            Cname::Zstd => (Algorithm::Zstd, 0),
+            Cname::Lz4 => (Algorithm::Lz4, 0),
+            Cname::Zlib => (Algorithm::Deflate, deflate_algorithm(level)),
+        }),
+    }
+}
+
+/// Times the nvCOMP compressor of `codec` over `tiles` (back to back,
+/// `tile_bytes` each, of elements of `elem_size` bytes) as the GPU backend
+/// runs it on a batch: blosc's filter applied first (on the host, untimed:
+/// the ceiling is the compressor alone), all tiles in one batched call. The
+/// tiles are uploaded once (each at nvCOMP's input alignment), the temp
+/// buffer is zeroed once, one call runs untimed, then `reps` calls are
+/// timed each between two CUDA events on the stream. Every chunk's status
+/// is checked after the warm-up and after the last run, whose compressed
+/// sizes are read back.
+pub fn nvcomp_codec(
     device: u32,
+    codec: Codec,
+    elem_size: usize,
     tiles: &[u8],
     tile_bytes: usize,
     reps: usize,
-) -> Result<ZstdCeiling> {
+) -> Result<NvcompCeiling> {
+    let Some((algorithm, deflate)) = nvcomp_compressor(codec) else {
+        return Err(Error::InvalidArgument(
+            "codec none: no compressor to time".into(),
+        ));
+    };
     if tile_bytes == 0 || tiles.is_empty() || !tiles.len().is_multiple_of(tile_bytes) || reps == 0 {
         return Err(Error::InvalidArgument(format!(
             "the nvCOMP ceiling needs whole tiles and at least one run: {} bytes in tiles of {tile_bytes}, {reps} runs",
             tiles.len()
         )));
     }
-    if tile_bytes > MAX_CHUNK_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "a tile of {tile_bytes} bytes exceeds nvCOMP's zstd chunk limit of {MAX_CHUNK_BYTES} bytes"
-        )));
+    if let Some((max, limit)) = super::codec::max_tile_bytes(codec) {
+        if tile_bytes > max {
+            return Err(Error::InvalidArgument(format!(
+                "a tile of {tile_bytes} bytes exceeds {limit} of {max} bytes"
+            )));
+        }
     }
+    let (filtered, what) = match codec {
+        Codec::Blosc { shuffle, .. } => {
+            let mut out = Vec::new();
+            out.try_reserve_exact(tiles.len())
+                .map_err(|e| Error::OutOfMemory(format!("filtering the ceiling's tiles: {e}")))?;
+            for tile in tiles.chunks(tile_bytes) {
+                out.extend_from_slice(&crate::codec::blosc_block::filtered(
+                    tile, shuffle, elem_size,
+                ));
+            }
+            (Some(out), format!("{algorithm:?} on {shuffle:?}-shuffled tiles (the blosc filter, applied on the host)"))
+        }
+        _ => (None, format!("{algorithm:?}")),
+    };
+    let tiles = filtered.as_deref().unwrap_or(tiles);
     guarded("the nvCOMP ceiling", || {
         driver::driver_present().map_err(Error::BackendUnavailable)?;
         let n = tiles.len() / tile_bytes;
@@ -206,17 +251,20 @@ pub fn nvcomp_zstd(
         let ctx = Context::new(device)?;
         let stream = Stream::new()?;
         let nvcomp = Nvcomp::load(None).map_err(|e| Error::BackendUnavailable(e.to_string()))?;
-        let opts = ZstdCompressOpts::default();
-        let align = nvcomp
-            .zstd_compress_alignments(&opts)
+        let opts = CompressOpts::with_deflate_algorithm(algorithm, deflate);
+        let compressor = nvcomp
+            .compressor(algorithm, opts)
+            .map_err(|e| Error::BackendUnavailable(e.to_string()))?;
+        let align = compressor
+            .alignments()
             .map_err(|e| gpu_err("nvCOMP alignments", e))?;
         let tile_stride = tile_bytes.next_multiple_of(align.input.max(8));
-        let max_out = nvcomp
-            .zstd_compress_max_output_chunk_bytes(tile_bytes, &opts)
+        let max_out = compressor
+            .max_output_chunk_bytes(tile_bytes)
             .map_err(|e| gpu_err("nvCOMP output size", e))?;
         let chunk_stride = max_out.next_multiple_of(align.output.max(8));
-        let temp_bytes = nvcomp
-            .zstd_compress_temp_bytes(n, tile_bytes, tiles.len(), &opts)
+        let temp_bytes = compressor
+            .temp_bytes(n, tile_bytes, tiles.len())
             .map_err(|e| gpu_err("nvCOMP temp size", e))?;
 
         let d_tiles = DeviceBuffer::new(n * tile_stride, "the nvCOMP ceiling's tiles")?;
@@ -253,7 +301,7 @@ pub fn nvcomp_zstd(
         temp.zero_async(temp.bytes, &stream, "clearing nvCOMP's temp buffer")?;
         stream.sync(stage)?;
 
-        let batch = ZstdCompressBatch {
+        let batch = CompressBatch {
             uncompressed_ptrs: in_ptrs.ptr,
             uncompressed_bytes: in_sizes.ptr,
             max_uncompressed_chunk_bytes: tile_bytes,
@@ -272,7 +320,7 @@ pub fn nvcomp_zstd(
             // nvCOMP for exactly this shape and zeroed before the first
             // call; all of them outlive the stream's work (synchronised
             // below before anything is dropped).
-            unsafe { nvcomp.zstd_compress_async(&batch, &opts, stream.0 as _) }
+            unsafe { compressor.compress_async(&batch, stream.0 as _) }
                 .map_err(|e| gpu_err(stage, e))
         };
         let mut h_statuses = vec![0i32; n];
@@ -303,8 +351,10 @@ pub fn nvcomp_zstd(
         let mut h_sizes = vec![0u64; n];
         out_sizes.download_async(&mut h_sizes, &stream, "nvCOMP ceiling (sizes)")?;
         stream.sync("nvCOMP ceiling (sizes)")?;
-        Ok(ZstdCeiling {
+        Ok(NvcompCeiling {
             device_name: ctx.name.clone(),
+            algorithm,
+            what,
             nvcomp_version: nvcomp.version(),
             tiles: n,
             tile_bytes,
@@ -341,12 +391,17 @@ mod tests {
 
     #[test]
     fn bad_arguments_fail_before_touching_a_gpu() {
+        let zstd = Codec::Zstd { level: 1 };
         assert!(matches!(
-            nvcomp_zstd(0, &[0; 10], 4, 1),
+            nvcomp_codec(0, zstd, 1, &[0; 10], 4, 1),
             Err(Error::InvalidArgument(_))
         ));
         assert!(matches!(
-            nvcomp_zstd(0, &[], 4, 1),
+            nvcomp_codec(0, zstd, 1, &[], 4, 1),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            nvcomp_codec(0, Codec::None, 1, &[0; 8], 4, 1),
             Err(Error::InvalidArgument(_))
         ));
         assert!(matches!(

@@ -1,15 +1,18 @@
-//! One stream's batched compressor: the GPU codec, its temp buffer and the
-//! per-chunk pointer and size tables it reads, with the one rule nvCOMP
-//! imposes on reuse (a temp buffer must be cleared when the batch's shape
-//! changes).
+//! One stream's batched compressor: the GPU codec, its temp buffer and
+//! scratch pool, and the per-chunk pointer and size tables it reads, with
+//! the one rule nvCOMP imposes on reuse (a temp buffer must be cleared when
+//! the batch's shape changes).
 
-use super::codec::{Batch, GpuCodec};
+use super::codec::{Batch, GpuCodec, Pools};
 use super::driver::{DeviceBuffer, Stream};
+use super::kernels::Kernels;
 use crate::error::Result;
 
 pub struct Compressor {
     pub codec: Box<dyn GpuCodec>,
     pub temp: DeviceBuffer,
+    /// The codec's filtered tiles (empty when it filters nothing).
+    pub scratch: DeviceBuffer,
     /// (chunks, chunk bytes) of the last call on `temp`: nvCOMP faults when
     /// its temp buffer holds what a call of another shape left there.
     pub last_shape: Option<(usize, usize)>,
@@ -21,20 +24,20 @@ pub struct Compressor {
 }
 
 impl Compressor {
-    /// Enqueues one batched compress call on `s`: `chunks` tiles of
-    /// `tile_bytes` from tile-pool slot `slot`, their sizes into `sizes`.
-    /// The temp buffer is cleared first when the shape differs from the
-    /// last call's: nvCOMP faults otherwise.
+    /// Enqueues one batch on `s`: the codec's filter, the batched compress
+    /// call over the first `pools.chunks` tiles of tile-pool slot `slot`
+    /// (their sizes into `pools.sizes`), and the codec's framing. The temp
+    /// buffer is cleared first when the shape differs from the last call's:
+    /// nvCOMP faults otherwise.
     pub fn enqueue(
         &mut self,
         slot: usize,
-        chunks: usize,
-        tile_bytes: usize,
-        sizes: u64,
+        pools: &Pools,
+        kernels: &Kernels,
         s: &Stream,
         stage: &'static str,
     ) -> Result<()> {
-        let shape = (chunks, tile_bytes);
+        let shape = (pools.chunks, pools.tile_bytes);
         if self.last_shape != Some(shape) {
             self.temp
                 .zero_async(self.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
@@ -43,18 +46,23 @@ impl Compressor {
         let batch = Batch {
             tile_ptrs: self.in_ptrs[slot].ptr,
             tile_sizes: self.in_sizes.ptr,
-            max_tile_bytes: tile_bytes,
-            chunks,
+            max_tile_bytes: pools.tile_bytes,
+            chunks: pools.chunks,
             temp: self.temp.ptr,
             temp_bytes: self.temp.bytes,
             chunk_ptrs: self.out_ptrs.ptr,
-            chunk_sizes: sizes,
+            chunk_sizes: pools.sizes,
             statuses: self.statuses.ptr,
         };
         // SAFETY: every table and pool was sized at build time for a whole
-        // batch of chunks of this tile size (`chunks` is at most that), the
-        // temp buffer was asked of nvCOMP for it and is cleared above when
-        // the shape changes, and the caller made the context current.
-        unsafe { self.codec.compress_async(&batch, s, stage) }
+        // batch of chunks of this tile size (`chunks` is at most that), as
+        // the codec's sizes asked; the temp buffer was asked of nvCOMP for
+        // it and is cleared above when the shape changes, and the caller
+        // made the context current.
+        unsafe {
+            self.codec.before_compress(pools, kernels, s)?;
+            self.codec.compress_async(&batch, s, stage)?;
+            self.codec.after_compress(pools, kernels, s)
+        }
     }
 }

@@ -7,12 +7,13 @@ use crate::layout::{Layout, MAX_RANK};
 
 /// The fatbins nvcc built from kernels/*.cu, when it was found at build time.
 #[cfg(tz_kernels)]
-const FATBINS: Option<(&[u8], &[u8])> = Some((
+const FATBINS: Option<[&[u8]; 3]> = Some([
     include_bytes!(concat!(env!("OUT_DIR"), "/scatter.fatbin")),
     include_bytes!(concat!(env!("OUT_DIR"), "/aggregate.fatbin")),
-));
+    include_bytes!(concat!(env!("OUT_DIR"), "/blosc.fatbin")),
+]);
 #[cfg(not(tz_kernels))]
-const FATBINS: Option<(&[u8], &[u8])> = None;
+const FATBINS: Option<[&[u8]; 3]> = None;
 
 /// Whether this build carries the CUDA kernels.
 pub fn built_in() -> bool {
@@ -73,23 +74,31 @@ pub struct Kernels {
     pub permute_sizes: Kernel,
     pub exclusive_scan: Kernel,
     pub gather_chunks: Kernel,
+    /// The blosc codec's filters and framing (kernels/blosc.cu).
+    pub shuffle_bytes: Kernel,
+    pub bitshuffle: Kernel,
+    pub blosc_frame: Kernel,
     // Modules last: kernels must not outlive them.
-    _modules: (Module, Module),
+    _modules: [Module; 3],
 }
 
 impl Kernels {
     pub fn load() -> Result<Kernels, Error> {
-        let (scatter_bin, aggregate_bin) = FATBINS.ok_or_else(|| {
+        let [scatter_bin, aggregate_bin, blosc_bin] = FATBINS.ok_or_else(|| {
             Error::BackendUnavailable("this library was built without its CUDA kernels (nvcc was not found at build time)".into())
         })?;
         let scatter_mod = Module::load(scatter_bin)?;
         let aggregate_mod = Module::load(aggregate_bin)?;
+        let blosc_mod = Module::load(blosc_bin)?;
         Ok(Kernels {
             scatter: scatter_mod.kernel("tz_scatter")?,
             permute_sizes: aggregate_mod.kernel("tz_permute_sizes")?,
             exclusive_scan: aggregate_mod.kernel("tz_exclusive_scan")?,
             gather_chunks: aggregate_mod.kernel("tz_gather_chunks")?,
-            _modules: (scatter_mod, aggregate_mod),
+            shuffle_bytes: blosc_mod.kernel("tz_shuffle_bytes")?,
+            bitshuffle: blosc_mod.kernel("tz_bitshuffle")?,
+            blosc_frame: blosc_mod.kernel("tz_blosc_frame")?,
+            _modules: [scatter_mod, aggregate_mod, blosc_mod],
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The GPU backend (pipeline.md, sharding.md): per staging buffer of whole
-//! epochs, H2D copy, the scatter kernel into a tile pool, nvCOMP batched
-//! zstd over every tile of the batch, the aggregate-by-shard kernels
+//! epochs, H2D copy, the scatter kernel into a tile pool, the codec over
+//! every tile of the batch (nvCOMP's batched compressor, with the codec's
+//! own kernels around it), the aggregate-by-shard kernels
 //! (permute sizes, exclusive scan, gather), and D2H of the shard-major
 //! bytes and offsets into pinned host memory.
 //!
@@ -25,7 +26,7 @@ pub use driver::PinnedBuffer;
 pub use host_copy::copy_streaming;
 
 use super::{Backend, BatchJob, EpochJob, StagingBuffer};
-use crate::config::{Codec, Validated};
+use crate::config::Validated;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::memory::MemoryPlan;
@@ -43,7 +44,7 @@ use std::time::Instant;
 pub fn plan(v: &Validated) -> Result<MemoryPlan> {
     probe(v).map_err(Error::BackendUnavailable)?;
     let v = v.with_gpu_staging()?;
-    let gpu_codec = codec::load(v.config.codec)?;
+    let gpu_codec = codec::load(v.config.codec, v.layout.elem_size())?;
     let z = Sizes::new(&v, gpu_codec.as_deref())?;
     let (pinned_bytes, host_bytes) = host_bytes(&v, &z);
     Ok(MemoryPlan {
@@ -92,24 +93,10 @@ pub fn kernels_built() -> bool {
     kernels::built_in()
 }
 
-/// Why the GPU backend refuses a blosc stream.
-const BLOSC_UNSUPPORTED: &str = "codec blosc is not supported by the GPU backend (CPU only)";
-
 /// Why the GPU backend cannot run, checked without allocating anything
-/// large: codec, driver, device, kernels, nvCOMP.
+/// large: the codec's tile limit (first, so that the reason is the same
+/// on every machine), driver, kernels.
 pub fn probe(v: &Validated) -> std::result::Result<(), String> {
-    // nvCOMP has no blosc: refused first, so the reason is the same on
-    // every machine.
-    if matches!(v.config.codec, Codec::Blosc { .. }) {
-        return Err(BLOSC_UNSUPPORTED.into());
-    }
-    driver::driver_present()?;
-    if !kernels::built_in() {
-        return Err(
-            "this library was built without its CUDA kernels (nvcc was not found at build time)"
-                .into(),
-        );
-    }
     if let Some((max, limit)) = codec::max_tile_bytes(v.config.codec) {
         if v.layout.tile_bytes() > max {
             return Err(format!(
@@ -117,6 +104,13 @@ pub fn probe(v: &Validated) -> std::result::Result<(), String> {
                 v.layout.tile_bytes()
             ));
         }
+    }
+    driver::driver_present()?;
+    if !kernels::built_in() {
+        return Err(
+            "this library was built without its CUDA kernels (nvcc was not found at build time)"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -155,6 +149,10 @@ pub struct CudaBackend {
     /// compressed pool (the alignments nvCOMP requires).
     tile_stride: usize,
     chunk_stride: usize,
+    /// Where the compressor writes in a chunk's slot, and where the
+    /// finished chunk starts.
+    chunk_lead: usize,
+    chunk_start: usize,
     geometry: Geometry,
     has_edges: bool,
     compressor: Option<Compressor>,
@@ -197,7 +195,7 @@ impl CudaBackend {
         let device_name = ctx.name.clone();
         let kernels = Kernels::load()?;
         let m = layout.tiles_per_epoch() as usize;
-        let gpu_codec = codec::load(v.config.codec)?;
+        let gpu_codec = codec::load(v.config.codec, layout.elem_size())?;
         let z = Sizes::new(v, gpu_codec.as_deref())?;
         check_fits(&z, m)?;
         let host = host_bytes(v, &z);
@@ -208,6 +206,7 @@ impl CudaBackend {
             Some(codec) => Some(Compressor {
                 codec,
                 temp: DeviceBuffer::new(z.temp, "nvCOMP's temp buffer")?,
+                scratch: DeviceBuffer::new(z.scratch, "the codec's filtered tiles")?,
                 last_shape: None,
                 in_ptrs: [
                     DeviceBuffer::new(chunks * 8, "chunk pointers")?,
@@ -253,6 +252,8 @@ impl CudaBackend {
             epochs_per_batch: epochs,
             tile_stride,
             chunk_stride,
+            chunk_lead: z.chunk_lead,
+            chunk_start: z.chunk_start,
             geometry,
             has_edges,
             d_input: DeviceBuffer::new(z.input, "staged input")?,
@@ -287,19 +288,12 @@ impl CudaBackend {
     /// kernels on first use, a cost the first batch of the acquisition
     /// would otherwise pay.
     fn warm_up(&mut self) -> Result<()> {
-        let tile_bytes = self.layout.tile_bytes();
+        let pools = self.pools(0, 1);
         let s = &self.compute;
         let Some(c) = &mut self.compressor else {
             return Ok(());
         };
-        c.enqueue(
-            0,
-            1,
-            tile_bytes,
-            self.d_sizes.ptr,
-            s,
-            "warming up the compressor",
-        )?;
+        c.enqueue(0, &pools, &self.kernels, s, "warming up the compressor")?;
         s.sync("warming up the compressor")
     }
 
@@ -324,17 +318,40 @@ impl CudaBackend {
             Ok(t)
         };
         for (k, slot) in self.slots.iter().enumerate() {
-            let ins = table(slot.d_tiles.ptr, self.tile_stride)?;
+            // A codec that filters compresses its scratch pool instead.
+            let base = match c.scratch.bytes {
+                0 => slot.d_tiles.ptr,
+                _ => c.scratch.ptr,
+            };
+            let ins = table(base, self.tile_stride)?;
             c.in_ptrs[k].upload_async(&ins, s, "uploading chunk tables")?;
             // The host tables must outlive the copies: wait for them here.
             s.sync("uploading chunk tables")?;
         }
         c.in_sizes
             .upload_async(&sizes, s, "uploading chunk tables")?;
-        let outs = table(self.d_chunks.ptr, self.chunk_stride)?;
+        let outs = table(
+            self.d_chunks.ptr + self.chunk_lead as u64,
+            self.chunk_stride,
+        )?;
         c.out_ptrs
             .upload_async(&outs, s, "uploading chunk tables")?;
         s.sync("uploading chunk tables")
+    }
+
+    /// The pools of `slot` for a batch of `chunks` tiles, as a codec's
+    /// kernels see them.
+    fn pools(&self, slot: usize, chunks: usize) -> codec::Pools {
+        codec::Pools {
+            tiles: self.slots[slot].d_tiles.ptr,
+            tile_stride: self.tile_stride as u64,
+            scratch: self.compressor.as_ref().map_or(0, |c| c.scratch.ptr),
+            slots: self.d_chunks.ptr,
+            slot_stride: self.chunk_stride as u64,
+            sizes: self.d_sizes.ptr,
+            chunks,
+            tile_bytes: self.layout.tile_bytes(),
+        }
     }
 
     /// Whether the armed `fault` strikes the batch being enqueued.
@@ -394,25 +411,23 @@ impl CudaBackend {
         if self.strikes(faults::Fault::CompressFails) {
             return Err(gpu_err("compress", "injected failure (a test armed it)"));
         }
+        let pools = self.pools(slot, chunks);
         let s = &self.compute;
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
         let (pool, pool_stride) = match &mut self.compressor {
             Some(c) => {
-                c.enqueue(
-                    slot,
-                    chunks,
-                    self.layout.tile_bytes(),
-                    self.d_sizes.ptr,
-                    s,
-                    "compress",
-                )?;
+                c.enqueue(slot, &pools, &self.kernels, s, "compress")?;
                 c.statuses.download_async(
                     &mut sl.h_statuses.as_i32s_mut()[..chunks],
                     s,
                     "compress",
                 )?;
-                (self.d_chunks.ptr, self.chunk_stride as u64)
+                // The gather reads each finished chunk from its start.
+                (
+                    self.d_chunks.ptr + self.chunk_start as u64,
+                    self.chunk_stride as u64,
+                )
             }
             None => (sl.d_tiles.ptr, self.tile_stride as u64),
         };

@@ -21,6 +21,12 @@ pub struct Sizes {
     /// the alignments nvCOMP requires.
     pub tile_stride: usize,
     pub chunk_stride: usize,
+    /// Where the compressor writes in a chunk's slot, and where the
+    /// finished chunk starts (a codec's header goes between).
+    pub chunk_lead: usize,
+    pub chunk_start: usize,
+    /// The codec's scratch pool (its filtered tiles), 0 when it has none.
+    pub scratch: usize,
     /// Stride of the chunks the aggregation reads (the tiles themselves
     /// without compression).
     pub out_stride: usize,
@@ -36,17 +42,28 @@ impl Sizes {
         let epochs = v.epochs_per_buffer as usize;
         let chunks = epochs * layout.tiles_per_epoch() as usize;
         let tile_bytes = layout.tile_bytes();
-        let (tile_stride, chunk_stride, temp) = match codec {
-            None => (round_up(tile_bytes, 8), round_up(tile_bytes, 8), 0),
+        let (tile_stride, chunk_stride, temp, chunk_lead, chunk_start, filters) = match codec {
+            None => (
+                round_up(tile_bytes, 8),
+                round_up(tile_bytes, 8),
+                0,
+                0,
+                0,
+                false,
+            ),
             Some(c) => {
                 let z = c.sizes(chunks, tile_bytes)?;
                 (
                     round_up(tile_bytes, z.input_align.max(8)),
-                    round_up(z.max_chunk, z.output_align.max(8)),
+                    round_up(z.slot_bytes, z.slot_align.max(8)),
                     z.temp,
+                    z.lead,
+                    z.start,
+                    z.scratch,
                 )
             }
         };
+        let scratch = if filters { chunks * tile_stride } else { 0 };
         let compressed = codec.is_some();
         let out_stride = if compressed {
             chunk_stride
@@ -59,6 +76,9 @@ impl Sizes {
             chunks,
             tile_stride,
             chunk_stride,
+            chunk_lead,
+            chunk_start,
+            scratch,
             out_stride,
             temp,
             shard_positions: epochs * layout.shard_major_len() as usize,
@@ -67,8 +87,8 @@ impl Sizes {
     }
 
     /// Device memory: input, two tile pools, compressed chunks, per-chunk
-    /// tables, two aggregated outputs with their offsets, the permutation
-    /// and nvCOMP's temp buffer.
+    /// tables, two aggregated outputs with their offsets, the permutation,
+    /// nvCOMP's temp buffer and the codec's scratch pool.
     pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
         let c = self.chunks;
         let tables = if self.compressed {
@@ -82,8 +102,14 @@ impl Sizes {
             0
         };
         let per_slot = c * self.tile_stride + (self.shard_positions + 1) * 8 + c * self.out_stride;
-        (self.input + 2 * per_slot + chunks + c * 8 + tiles_per_epoch * 8 + tables + self.temp)
-            as u64
+        (self.input
+            + 2 * per_slot
+            + chunks
+            + c * 8
+            + tiles_per_epoch * 8
+            + tables
+            + self.temp
+            + self.scratch) as u64
     }
 
     /// Page-locked host memory of the backend itself (staging excluded):

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use tiledzarr::config::BackendChoice;
+use tiledzarr::config::{BackendChoice, Cname, Shuffle};
 use tiledzarr::synth::Pattern;
 
 pub const USAGE: &str = "\
@@ -29,11 +29,14 @@ usage: tz-bench [options]
   --reps N                  timed repetitions (default 3)
   --pattern P               microscopy (default), random, sparse
   --seed S                  generator seed (default 1)
-  --level L                 compression level: zstd -7..22, blosc 0..9
-                            (default: the configuration's, 1)
-  --codec zstd|blosc|none   the tile codec (default: the configuration's,
-                            zstd); blosc: Blosc1 frames, zstd inside, byte
-                            shuffle (CPU backend only)
+  --level L                 compression level: zstd -7..22, blosc and gzip
+                            0..9 (default: the configuration's, 1)
+  --codec C[,C...]          the tile codec, or a list to sweep (one record
+                            each, then a summary): zstd, gzip, none, blosc
+                            (zstd inside, byte shuffle), blosc-zstd,
+                            blosc-lz4, blosc-zlib, each blosc one optionally
+                            with -byte, -bit or -noshuffle (default: the
+                            configuration's codec)
   --threads N               CPU worker threads, also used by the CPU ceiling
                             (default: one per core)
   --out RECORD.json         the JSON record (default
@@ -59,12 +62,54 @@ impl SinkKind {
     }
 }
 
-/// The codec as asked on the command line; `None` keeps the configuration's.
+/// A codec as asked on the command line: blosc's `cname` and `shuffle`
+/// when named (else the configuration's, or the defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecArg {
     Zstd,
-    Blosc,
+    Gzip,
+    Blosc {
+        cname: Option<Cname>,
+        shuffle: Option<Shuffle>,
+    },
     None,
+}
+
+impl CodecArg {
+    /// `zstd`, `gzip`, `none`, `blosc[-zstd|-lz4|-zlib][-byte|-bit|-noshuffle]`.
+    pub fn parse(word: &str) -> Result<CodecArg, String> {
+        let expected = || {
+            format!(
+                "expected zstd, gzip, none or blosc[-zstd|-lz4|-zlib][-byte|-bit|-noshuffle], got {word:?}"
+            )
+        };
+        let mut parts = word.split('-');
+        let arg = match parts.next() {
+            Some("zstd") => CodecArg::Zstd,
+            Some("gzip") => CodecArg::Gzip,
+            Some("none") => CodecArg::None,
+            Some("blosc") => {
+                let (mut cname, mut shuffle) = (None, None);
+                for p in parts.by_ref() {
+                    match p {
+                        "zstd" if cname.is_none() => cname = Some(Cname::Zstd),
+                        "lz4" if cname.is_none() => cname = Some(Cname::Lz4),
+                        "zlib" if cname.is_none() => cname = Some(Cname::Zlib),
+                        "byte" if shuffle.is_none() => shuffle = Some(Shuffle::Byte),
+                        "bit" if shuffle.is_none() => shuffle = Some(Shuffle::Bit),
+                        "noshuffle" if shuffle.is_none() => shuffle = Some(Shuffle::None),
+                        _ => return Err(expected()),
+                    }
+                }
+                CodecArg::Blosc { cname, shuffle }
+            }
+            _ => return Err(expected()),
+        };
+        match parts.next() {
+            None => Ok(arg),
+            Some(_) => Err(expected()),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -80,7 +125,8 @@ pub struct Options {
     pub pattern: Pattern,
     pub seed: u64,
     pub level: Option<i32>,
-    pub codec: Option<CodecArg>,
+    /// The codecs to sweep; empty: the configuration's.
+    pub codecs: Vec<CodecArg>,
     pub threads: Option<u32>,
     pub out: Option<PathBuf>,
     pub peers: bool,
@@ -101,7 +147,7 @@ impl Default for Options {
             pattern: Pattern::Microscopy,
             seed: 1,
             level: None,
-            codec: None,
+            codecs: Vec::new(),
             threads: None,
             out: None,
             peers: false,
@@ -152,12 +198,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--seed" => o.seed = number(&key, &value()?)?,
             "--level" => o.level = Some(number(&key, &value()?)?),
             "--codec" => {
-                let codecs = [
-                    ("zstd", CodecArg::Zstd),
-                    ("blosc", CodecArg::Blosc),
-                    ("none", CodecArg::None),
-                ];
-                o.codec = Some(choice(&key, &value()?, &codecs)?);
+                o.codecs = value()?
+                    .split(',')
+                    .map(|w| CodecArg::parse(w).map_err(|e| format!("{key}: {e}")))
+                    .collect::<Result<_, _>>()?;
             }
             "--threads" => o.threads = Some(number(&key, &value()?)?),
             "--out" => o.out = Some(value()?.into()),
@@ -174,8 +218,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     if o.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
-    if o.codec == Some(CodecArg::None) && o.level.is_some() {
+    if o.codecs == [CodecArg::None] && o.level.is_some() {
         return Err("--level has no meaning with --codec none".into());
+    }
+    if o.codecs.len() > 1 && o.out.is_some() {
+        return Err("--out names one record: a codec sweep writes one per codec".into());
     }
     Ok(Parsed::Run(o))
 }
@@ -270,13 +317,34 @@ mod tests {
         assert!(parse(a("--bogus")).is_err());
         assert!(parse(a("--codec none --level 3")).is_err());
         assert!(parse(a("--codec lz4")).is_err());
+        assert!(parse(a("--codec blosc-lz4-zlib")).is_err());
+        assert!(parse(a("--codec zstd,blosc-zstd-bit --out x.json")).is_err());
+        let Parsed::Run(o) = parse(a("--codec zstd,gzip,blosc-lz4-bit,blosc-noshuffle")).unwrap()
+        else {
+            panic!("expected a run")
+        };
+        assert_eq!(
+            o.codecs,
+            [
+                CodecArg::Zstd,
+                CodecArg::Gzip,
+                CodecArg::Blosc {
+                    cname: Some(Cname::Lz4),
+                    shuffle: Some(Shuffle::Bit)
+                },
+                CodecArg::Blosc {
+                    cname: None,
+                    shuffle: Some(Shuffle::None)
+                },
+            ]
+        );
         assert_eq!(
             parse(a("--sink s3")).err().unwrap(),
             "--sink: expected discard or fs, got \"s3\""
         );
         assert_eq!(
             parse(a("--codec=lz4")).err().unwrap(),
-            "--codec: expected zstd, blosc or none, got \"lz4\""
+            "--codec: expected zstd, gzip, none or blosc[-zstd|-lz4|-zlib][-byte|-bit|-noshuffle], got \"lz4\""
         );
         assert!(parse(a("--pattern stripes"))
             .err()
@@ -293,6 +361,13 @@ mod tests {
         let Parsed::Run(o) = parse(a("--codec blosc --level 5")).unwrap() else {
             panic!("expected a run")
         };
-        assert_eq!((o.codec, o.level), (Some(CodecArg::Blosc), Some(5)));
+        assert_eq!(o.level, Some(5));
+        assert_eq!(
+            o.codecs,
+            [CodecArg::Blosc {
+                cname: None,
+                shuffle: None
+            }]
+        );
     }
 }

@@ -83,17 +83,29 @@ pub fn measure(v: &Validated, frames: &Frames, threads: usize) -> Vec<Ceiling> {
 
 /// Names of the ceilings `measure` would report, marked absent: what the
 /// record holds under `--no-ceilings`.
-pub fn skipped(_v: &Validated) -> Vec<Ceiling> {
-    let mut out = vec![Ceiling::absent("cpu-zstd", "not measured (--no-ceilings)")];
-    out.extend(gpu::skipped());
+pub fn skipped(v: &Validated) -> Vec<Ceiling> {
+    let name = format!("cpu-{}", inner_name(v.config.codec));
+    let mut out = vec![Ceiling::absent(&name, "not measured (--no-ceilings)")];
+    out.extend(gpu::skipped(v));
     out
 }
 
-/// The stream's own codec (libzstd, or c-blosc with zstd inside) at its
-/// level on all the pipeline's worker threads, over the tiles of the
-/// stream's first `epochs` epochs (the start of `tiles`), gathered exactly
-/// as the library tiles them. Named "cpu-zstd" for either: zstd is the
-/// compressor both times, and records stay comparable.
+/// The compressor that does the work: zstd, lz4, zlib or gzip ("none"
+/// without one), which names the ceilings.
+fn inner_name(c: Codec) -> &'static str {
+    match c {
+        Codec::None => "none",
+        Codec::Zstd { .. } => "zstd",
+        Codec::Gzip { .. } => "gzip",
+        Codec::Blosc { cname, .. } => tiledzarr::codec::blosc_cname(cname).name(),
+    }
+}
+
+/// The stream's own codec (libzstd, c-blosc with its compressor inside, or
+/// zlib-rs for gzip) at its level on all the pipeline's worker threads,
+/// over the tiles of the stream's first `epochs` epochs (the start of
+/// `tiles`), gathered exactly as the library tiles them. Named after the
+/// compressor inside ("cpu-zstd" for zstd and blosc-zstd alike).
 fn cpu_zstd(
     v: &Validated,
     tiles: &[u8],
@@ -101,9 +113,10 @@ fn cpu_zstd(
     pool: &Result<rayon::ThreadPool, rayon::ThreadPoolBuildError>,
     threads: usize,
 ) -> Ceiling {
-    let name = "cpu-zstd";
+    let name = &format!("cpu-{}", inner_name(v.config.codec));
     let what = match v.config.codec {
         Codec::Zstd { level } => format!("libzstd level {level}"),
+        Codec::Gzip { level } => format!("gzip members (flate2 on zlib-rs) level {level}"),
         Codec::Blosc {
             level,
             shuffle,
@@ -235,8 +248,9 @@ pub fn best_and_median(seconds: &[f64]) -> (f64, f64) {
     (s[0], median)
 }
 
-/// GPU ceilings: the pinned host-to-device copy of 1 GiB and nvCOMP batched
-/// zstd alone on the same tiles, already on the device, measured when the
+/// GPU ceilings: the pinned host-to-device copy of 1 GiB and the codec's
+/// nvCOMP batched compressor alone on the same tiles (shuffled first where
+/// the codec shuffles), already on the device, measured when the
 /// stream runs on a GPU (backend "gpu", or "auto" with a usable GPU) and
 /// recorded as absent, with the reason, otherwise.
 mod gpu {
@@ -249,7 +263,14 @@ mod gpu {
     const HOST_COPY: &str = "host-copy";
     /// Thread counts and methods the host-copy notes compare.
     const COPY_SWEEP: [usize; 6] = [1, 4, 8, 12, 14, 16];
-    const NVCOMP: &str = "nvcomp-zstd";
+
+    /// The nvCOMP ceiling's name: the compressor the codec runs.
+    fn nvcomp_name(v: &Validated) -> String {
+        match cc::nvcomp_compressor(v.config.codec) {
+            Some((a, _)) => format!("nvcomp-{}", format!("{a:?}").to_lowercase()),
+            None => "nvcomp".into(),
+        }
+    }
     const H2D_BYTES: usize = 1 << 30;
     /// Timed runs of each GPU ceiling, after one untimed run.
     const RUNS: usize = 10;
@@ -300,8 +321,8 @@ mod gpu {
                         &format!("frames copied into page-locked memory; {why}"),
                     ),
                     Ceiling::absent(
-                        NVCOMP,
-                        &format!("nvCOMP batched zstd alone on the same tiles; {why}"),
+                        &nvcomp_name(v),
+                        &format!("nvCOMP's compressor alone on the same tiles; {why}"),
                     ),
                 ]
             }
@@ -313,7 +334,7 @@ mod gpu {
         ]
     }
 
-    pub fn skipped() -> Vec<Ceiling> {
+    pub fn skipped(v: &Validated) -> Vec<Ceiling> {
         vec![
             Ceiling::absent(
                 H2D,
@@ -324,8 +345,8 @@ mod gpu {
                 "not measured (--no-ceilings); frames copied into page-locked memory",
             ),
             Ceiling::absent(
-                NVCOMP,
-                "not measured (--no-ceilings); nvCOMP batched zstd alone on the same tiles",
+                &nvcomp_name(v),
+                "not measured (--no-ceilings); nvCOMP's compressor alone on the same tiles",
             ),
         ]
     }
@@ -400,18 +421,20 @@ mod gpu {
     }
 
     fn nvcomp(v: &Validated, plan: &Plan, tiles: &[u8]) -> Ceiling {
+        let name = &nvcomp_name(v);
         if let Codec::None = v.config.codec {
-            return Ceiling::absent(NVCOMP, "codec none: no compressor to bound");
+            return Ceiling::absent(name, "codec none: no compressor to bound");
         }
         let layout = &v.layout;
         let tile_bytes = layout.tile_bytes();
         let tiles = &tiles[..epoch_tile_bytes(layout) * plan.epochs as usize];
-        let c = match cc::nvcomp_zstd(plan.device, tiles, tile_bytes, RUNS) {
+        let elem = layout.elem_size();
+        let c = match cc::nvcomp_codec(plan.device, v.config.codec, elem, tiles, tile_bytes, RUNS) {
             Ok(c) => c,
             Err(e) => {
                 return Ceiling::absent(
-                    NVCOMP,
-                    &format!("nvCOMP batched zstd alone on the same tiles failed: {e}"),
+                    name,
+                    &format!("nvCOMP's compressor alone on the same tiles failed: {e}"),
                 )
             }
         };
@@ -436,16 +459,16 @@ mod gpu {
             String::new()
         };
         let mut ceiling = from_timings(
-            NVCOMP,
+            name,
             &c.timings,
             bytes,
             format!(
-                "nvCOMP {major}.{minor}.{patch} batched zstd (default options) on {}: \
+                "nvCOMP {major}.{minor}.{patch} batched {} on {}: \
                  {} tiles of {tile_bytes} bytes of the stream's first {} epoch(s){repeats}, one \
                  compress call as the GPU backend makes per batch{short}, tiles already on the \
                  device, temp buffer ({} bytes) zeroed once; each call timed with CUDA events, \
                  best of {RUNS} after one warm-up call; ratio from the compressed sizes read back",
-                c.device_name, c.tiles, plan.epochs, c.temp_bytes
+                c.what, c.device_name, c.tiles, plan.epochs, c.temp_bytes
             ),
         );
         ceiling.compression_ratio = Some(bytes as f64 / c.compressed_bytes.max(1) as f64);

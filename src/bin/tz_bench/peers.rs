@@ -6,7 +6,7 @@ use super::data::Frames;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use tiledzarr::config::{Codec, Validated};
+use tiledzarr::config::{Cname, Codec, Shuffle, Validated};
 
 pub struct Outcome {
     /// The script's `peers` list: name, best_gbps, median_gbps, ratio, ...
@@ -26,8 +26,13 @@ pub struct Request<'a> {
 
 /// Why the peers cannot write this configuration, if they cannot.
 pub fn unsupported(v: &Validated) -> Option<String> {
-    if matches!(v.config.codec, Codec::None) {
-        return Some("the peer script only writes zstd and blosc-zstd".into());
+    let zstd_inside = match v.config.codec {
+        Codec::Zstd { .. } => true,
+        Codec::Blosc { cname, shuffle, .. } => cname == Cname::Zstd && shuffle == Shuffle::Byte,
+        Codec::None | Codec::Gzip { .. } => false,
+    };
+    if !zstd_inside {
+        return Some("the peer script only writes zstd and blosc-zstd with byte shuffle".into());
     }
     let dtypes = [
         "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32",
@@ -68,7 +73,7 @@ pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, Str
     let level = match v.config.codec {
         // A blosc stream's level is acquire-zarr's blosc clevel as well.
         Codec::Zstd { level } | Codec::Blosc { level, .. } => level,
-        Codec::None => unreachable!("checked by unsupported()"),
+        Codec::None | Codec::Gzip { .. } => unreachable!("checked by unsupported()"),
     };
     let shape = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     let mut cmd = Command::new(&python);

@@ -89,14 +89,15 @@ pub fn load(spec: &str) -> Result<(String, Config), String> {
     Ok((label, config))
 }
 
-/// Applies the command line's backend, codec and threads. The store is
-/// always left out: the benchmark decides where shards go (`--sink`), so
-/// that a file's `store.path` is never overwritten or deleted.
-pub fn apply(config: &mut Config, o: &Options) {
+/// Applies the command line's backend, codec (`arg`, one of the sweep's;
+/// `None` keeps the configuration's) and threads. The store is always left
+/// out: the benchmark decides where shards go (`--sink`), so that a file's
+/// `store.path` is never overwritten or deleted.
+pub fn apply(config: &mut Config, o: &Options, arg: Option<CodecArg>) {
     if let Some(b) = o.backend {
         config.backend = b;
     }
-    config.codec = codec(config.codec, o.codec, o.level);
+    config.codec = codec(config.codec, arg, o.level);
     if let Some(t) = o.threads {
         config.threads = t;
     }
@@ -104,36 +105,74 @@ pub fn apply(config: &mut Config, o: &Options) {
 }
 
 /// The codec the command line asks for: `--codec` switches codec (keeping
-/// the configuration's level and shuffle when it names the same one),
-/// `--level` alone applies to the configuration's codec (zstd if it has
-/// none).
+/// the configuration's level, and for blosc its cname and shuffle unless
+/// named, when it names the same one), `--level` alone applies to the
+/// configuration's codec (zstd if it has none).
 fn codec(config: Codec, arg: Option<CodecArg>, level: Option<i32>) -> Codec {
+    let kept = match config {
+        Codec::Zstd { level } | Codec::Blosc { level, .. } | Codec::Gzip { level } => Some(level),
+        Codec::None => None,
+    };
+    let same = |named: bool| level.or(kept.filter(|_| named)).unwrap_or(1);
     match (arg, config) {
         (Some(CodecArg::None), _) => Codec::None,
-        (
-            Some(CodecArg::Blosc) | None,
+        (None, Codec::None) => level.map_or(Codec::None, |level| Codec::Zstd { level }),
+        (None, c @ (Codec::Zstd { .. } | Codec::Gzip { .. } | Codec::Blosc { .. })) => {
+            with_level(c, same(true))
+        }
+        (Some(CodecArg::Zstd), c) => Codec::Zstd {
+            level: same(matches!(c, Codec::Zstd { .. })),
+        },
+        (Some(CodecArg::Gzip), c) => Codec::Gzip {
+            level: same(matches!(c, Codec::Gzip { .. })),
+        },
+        (Some(CodecArg::Blosc { cname, shuffle }), c) => {
+            let (was_blosc, c_cname, c_shuffle) = match c {
+                Codec::Blosc { cname, shuffle, .. } => (true, cname, shuffle),
+                _ => (false, Cname::Zstd, Shuffle::Byte),
+            };
             Codec::Blosc {
-                level: l,
-                shuffle,
-                cname,
-            },
-        ) => Codec::Blosc {
-            level: level.unwrap_or(l),
+                level: same(was_blosc),
+                shuffle: shuffle.unwrap_or(c_shuffle),
+                cname: cname.unwrap_or(c_cname),
+            }
+        }
+    }
+}
+
+fn with_level(c: Codec, level: i32) -> Codec {
+    match c {
+        Codec::Zstd { .. } => Codec::Zstd { level },
+        Codec::Gzip { .. } => Codec::Gzip { level },
+        Codec::Blosc { shuffle, cname, .. } => Codec::Blosc {
+            level,
             shuffle,
             cname,
         },
-        (Some(CodecArg::Blosc), _) => Codec::Blosc {
-            level: level.unwrap_or(1),
-            shuffle: Shuffle::Byte,
-            cname: Cname::Zstd,
-        },
-        (Some(CodecArg::Zstd) | None, Codec::Zstd { level: l }) => Codec::Zstd {
-            level: level.unwrap_or(l),
-        },
-        (None, Codec::None) => level.map_or(Codec::None, |level| Codec::Zstd { level }),
-        (Some(CodecArg::Zstd), _) => Codec::Zstd {
-            level: level.unwrap_or(1),
-        },
+        Codec::None => Codec::None,
+    }
+}
+
+/// A codec's short name for tables and file names: `zstd-1`, `gzip-1`,
+/// `blosc-lz4-bit-5`, `none`.
+pub fn label(c: Codec) -> String {
+    match c {
+        Codec::None => "none".into(),
+        Codec::Zstd { level } => format!("zstd-{level}"),
+        Codec::Gzip { level } => format!("gzip-{level}"),
+        Codec::Blosc {
+            level,
+            shuffle,
+            cname,
+        } => format!(
+            "blosc-{}-{}-{level}",
+            tiledzarr::codec::blosc_cname(cname).name(),
+            match shuffle {
+                Shuffle::Byte => "byte",
+                Shuffle::Bit => "bit",
+                Shuffle::None => "noshuffle",
+            }
+        ),
     }
 }
 
@@ -151,7 +190,10 @@ mod tests {
         };
         let (z, b, n) = (
             Some(CodecArg::Zstd),
-            Some(CodecArg::Blosc),
+            Some(CodecArg::Blosc {
+                cname: None,
+                shuffle: None,
+            }),
             Some(CodecArg::None),
         );
         assert_eq!(codec(zstd(3), b, None), blosc(1, Shuffle::Byte));
@@ -171,6 +213,24 @@ mod tests {
         assert_eq!(codec(Codec::None, z, None), zstd(1));
         assert_eq!(codec(zstd(3), n, None), Codec::None);
         assert_eq!(codec(Codec::None, None, None), Codec::None);
+        let lz4_bit = Some(CodecArg::Blosc {
+            cname: Some(Cname::Lz4),
+            shuffle: Some(Shuffle::Bit),
+        });
+        assert_eq!(
+            codec(zstd(3), lz4_bit, None),
+            Codec::Blosc {
+                level: 1,
+                shuffle: Shuffle::Bit,
+                cname: Cname::Lz4
+            }
+        );
+        assert_eq!(
+            codec(zstd(3), Some(CodecArg::Gzip), Some(6)),
+            Codec::Gzip { level: 6 }
+        );
+        assert_eq!(label(codec(zstd(3), lz4_bit, Some(5))), "blosc-lz4-bit-5");
+        assert_eq!(label(Codec::Gzip { level: 1 }), "gzip-1");
     }
 
     #[test]

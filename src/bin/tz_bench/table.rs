@@ -10,15 +10,7 @@ pub fn render(r: &Record) -> String {
     let c = &r.configuration;
     let d = &r.data;
     let dims = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join("x");
-    let codec = match r.configuration.json.get("codec") {
-        Some(v) if v["name"] == "zstd" => format!("zstd {}", v["level"]),
-        Some(v) if v["name"] == "blosc" => format!(
-            "blosc zstd {}, {} shuffle",
-            v["level"],
-            v["shuffle"].as_str().unwrap_or("byte")
-        ),
-        _ => "no compression".into(),
-    };
+    let codec = codec_name(r);
     let _ = writeln!(
         t,
         "config   {} ({}, frame {}, tile {}, shard {}, {codec})",
@@ -164,6 +156,58 @@ pub fn render(r: &Record) -> String {
     }
     for n in &r.notes {
         let _ = writeln!(t, "note: {n}");
+    }
+    t
+}
+
+/// The record's codec in words: `zstd 1`, `blosc lz4 5, bit shuffle`.
+fn codec_name(r: &Record) -> String {
+    match r.configuration.json.get("codec") {
+        Some(v) if v["name"] == "blosc" => format!(
+            "blosc {} {}, {} shuffle",
+            v["cname"].as_str().unwrap_or("zstd"),
+            v["level"],
+            v["shuffle"].as_str().unwrap_or("byte")
+        ),
+        Some(v) if v["name"] != "none" => {
+            format!("{} {}", v["name"].as_str().unwrap_or("?"), v["level"])
+        }
+        _ => "no compression".into(),
+    }
+}
+
+/// A codec sweep in one table: per codec, TiledZarr's ratio and GB/s, and
+/// each ceiling measured with it (the compressor alone on the same tiles,
+/// and on a GPU the H2D copy) with the fraction of it reached.
+pub fn sweep(records: &[Record]) -> String {
+    let mut t = String::new();
+    let header = format!(
+        "{:<34} {:>7} {:>7} {:>9}  {}",
+        "codec (backend)", "ratio", "GB/s", "ceilings", "(GB/s, TZ / ceiling)"
+    );
+    let _ = writeln!(t, "{header}");
+    let _ = writeln!(t, "{}", "-".repeat(header.len() + 10));
+    for r in records {
+        let f = &r.figures;
+        let ceilings: Vec<String> = r
+            .ceilings
+            .iter()
+            .filter_map(|c| {
+                let g = c.gbps?;
+                let ratio = c
+                    .compression_ratio
+                    .map_or(String::new(), |x| format!(", {x:.2}x"));
+                Some(format!("{} {g:.2}{ratio} ({:.2})", c.name, f.best_gbps / g))
+            })
+            .collect();
+        let _ = writeln!(
+            t,
+            "{:<34} {:>6.2}x {:>7.2}  {}",
+            format!("{} ({})", codec_name(r), r.backend.kind),
+            f.compression_ratio,
+            f.best_gbps,
+            ceilings.join("; ")
+        );
     }
     t
 }

@@ -1,24 +1,38 @@
 //! The GPU half of each codec (the CPU half, and the Zarr metadata both
 //! write, is `crate::codec`): what nvCOMP needs sized for a batch of tiles,
-//! and the batched compress call. A new codec is a file here and an arm in
-//! [`load`] and [`max_tile_bytes`].
+//! the batched compress call, and the kernels a codec runs around it (the
+//! blosc shuffle before, its framing after). A new codec is a file here and
+//! an arm in [`load`] and [`max_tile_bytes`].
 
-mod zstd;
+mod blosc;
+mod nvcomp;
+
+pub use nvcomp::deflate_algorithm;
 
 use super::driver::Stream;
-use crate::config::Codec;
+use super::kernels::Kernels;
+use crate::config::{Cname, Codec};
 use crate::error::{Error, Result};
+use nvcomp_sys::Algorithm;
 
 /// What a codec needs for one batch of tiles.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchSizes {
-    /// Alignment of each tile (input) and of each compressed chunk.
+    /// Alignment of each tile the compressor reads.
     pub input_align: usize,
-    pub output_align: usize,
-    /// The largest compressed chunk of one tile.
-    pub max_chunk: usize,
-    /// The codec's temp buffer.
+    /// Bytes of one chunk's slot in the compressed pool, and the alignment
+    /// of each slot.
+    pub slot_bytes: usize,
+    pub slot_align: usize,
+    /// Where in its slot the compressor writes (room for a header before
+    /// it), and where the finished chunk starts.
+    pub lead: usize,
+    pub start: usize,
+    /// The compressor's temp buffer.
     pub temp: usize,
+    /// Whether the codec filters each tile into a scratch pool (one tile
+    /// pool's size) that the compressor then reads.
+    pub scratch: bool,
 }
 
 /// The device buffers of one batched compress call: every pointer a device
@@ -33,8 +47,7 @@ pub struct Batch {
     pub chunks: usize,
     pub temp: u64,
     pub temp_bytes: usize,
-    /// Array of pointers to each chunk's output, `max_chunk` long and
-    /// aligned to `output_align`.
+    /// Array of pointers to each chunk's output (its slot plus `lead`).
     pub chunk_ptrs: u64,
     /// Array of `size_t`, written: each chunk's compressed bytes.
     pub chunk_sizes: u64,
@@ -42,40 +55,122 @@ pub struct Batch {
     pub statuses: u64,
 }
 
+/// The pools a codec's own kernels work on for one batch (device
+/// addresses; strides in bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct Pools {
+    /// The scattered tiles, as the array holds them.
+    pub tiles: u64,
+    pub tile_stride: u64,
+    /// The scratch pool (0 when the codec asked for none), `tile_stride`
+    /// apart.
+    pub scratch: u64,
+    /// The compressed pool's slots, `slot_stride` apart.
+    pub slots: u64,
+    pub slot_stride: u64,
+    /// Array of `size_t`: the compressor's output sizes, rewritten to the
+    /// finished chunks' sizes.
+    pub sizes: u64,
+    pub chunks: usize,
+    pub tile_bytes: usize,
+}
+
 /// A codec on the GPU.
 pub trait GpuCodec: Send {
     /// The sizes for a batch of `chunks` tiles of `tile_bytes`.
     fn sizes(&self, chunks: usize, tile_bytes: usize) -> Result<BatchSizes>;
 
+    /// Enqueues what runs on the tiles before the compress call.
+    ///
+    /// # Safety
+    /// The CUDA context owning every buffer is current on this thread,
+    /// `stream` is a live stream of it, and every pool of `pools` is sized
+    /// as [`GpuCodec::sizes`] asked, until the stream has finished the work.
+    unsafe fn before_compress(&self, _pools: &Pools, _k: &Kernels, _s: &Stream) -> Result<()> {
+        Ok(())
+    }
+
     /// Enqueues the compression of `batch` on `stream`; `stage` names the
     /// call in errors.
     ///
     /// # Safety
-    /// The CUDA context owning every buffer is current on this thread,
-    /// `stream` is a live stream of it, and every buffer of `batch` is
-    /// sized and aligned as [`GpuCodec::sizes`] asks for this batch's
-    /// shape, until the stream has finished the work.
+    /// As [`GpuCodec::before_compress`], for the buffers of `batch`.
     unsafe fn compress_async(
         &self,
         batch: &Batch,
         stream: &Stream,
         stage: &'static str,
     ) -> Result<()>;
+
+    /// Enqueues what turns the compressor's outputs into finished chunks.
+    ///
+    /// # Safety
+    /// As [`GpuCodec::before_compress`].
+    unsafe fn after_compress(&self, _pools: &Pools, _k: &Kernels, _s: &Stream) -> Result<()> {
+        Ok(())
+    }
 }
 
-/// The GPU codec of `codec`; `None` for `none` (tiles stored as they are).
-pub fn load(codec: Codec) -> Result<Option<Box<dyn GpuCodec>>> {
-    match codec {
-        Codec::None => Ok(None),
-        Codec::Zstd { .. } => Ok(Some(Box::new(zstd::NvZstd::load()?))),
-        Codec::Blosc { .. } => Err(Error::BackendUnavailable(super::BLOSC_UNSUPPORTED.into())),
+/// The GPU codec of `codec` for elements of `elem_size` bytes; `None` for
+/// `none` (tiles stored as they are).
+pub fn load(codec: Codec, elem_size: usize) -> Result<Option<Box<dyn GpuCodec>>> {
+    let unavailable = |e: nvcomp_sys::Error| Error::BackendUnavailable(e.to_string());
+    Ok(Some(match codec {
+        Codec::None => return Ok(None),
+        Codec::Zstd { .. } => {
+            Box::new(nvcomp::NvBatched::load(Algorithm::Zstd, 0).map_err(unavailable)?)
+        }
+        Codec::Gzip { level } => Box::new(
+            nvcomp::NvBatched::load(Algorithm::Gzip, nvcomp::deflate_algorithm(level))
+                .map_err(unavailable)?,
+        ),
+        Codec::Blosc {
+            level,
+            shuffle,
+            cname,
+        } => {
+            let inner =
+                nvcomp::NvBatched::load(inner_algorithm(cname), nvcomp::deflate_algorithm(level))
+                    .map_err(unavailable)?;
+            Box::new(blosc::NvBlosc::new(inner, level, shuffle, cname, elem_size))
+        }
+    }))
+}
+
+/// nvCOMP's compressor inside a blosc frame of `cname`.
+fn inner_algorithm(cname: Cname) -> Algorithm {
+    match cname {
+        Cname::Zstd => Algorithm::Zstd,
+        Cname::Lz4 => Algorithm::Lz4,
+        Cname::Zlib => Algorithm::Deflate,
     }
 }
 
 /// The largest tile `codec` compresses on the GPU, and the limit's name.
 pub fn max_tile_bytes(codec: Codec) -> Option<(usize, &'static str)> {
     match codec {
-        Codec::Zstd { .. } => Some((zstd::MAX_CHUNK, "nvCOMP's zstd chunk limit")),
-        Codec::None | Codec::Blosc { .. } => None,
+        Codec::None => None,
+        Codec::Zstd { .. } => Some((
+            Algorithm::Zstd.max_chunk_bytes(),
+            "nvCOMP's zstd chunk limit",
+        )),
+        Codec::Gzip { .. } => Some((
+            Algorithm::Gzip.max_chunk_bytes(),
+            "nvCOMP's gzip chunk limit",
+        )),
+        Codec::Blosc { cname, .. } => {
+            let (inner, name) = match cname {
+                Cname::Zstd => (Algorithm::Zstd, "nvCOMP's zstd chunk limit"),
+                Cname::Lz4 => (Algorithm::Lz4, "nvCOMP's LZ4 chunk limit"),
+                Cname::Zlib => (Algorithm::Deflate, "nvCOMP's deflate chunk limit"),
+            };
+            // A Blosc1 block is at most c-blosc's BLOSC_MAX_BLOCKSIZE.
+            let block = blosc::MAX_BLOCK_BYTES;
+            Some(if block < inner.max_chunk_bytes() {
+                (block, "the Blosc1 block limit")
+            } else {
+                (inner.max_chunk_bytes(), name)
+            })
+        }
     }
 }
