@@ -11,8 +11,10 @@ use crate::error::Result;
 pub struct Compressor {
     pub codec: Box<dyn GpuCodec>,
     pub temp: DeviceBuffer,
-    /// The codec's filtered tiles (empty when it filters nothing).
-    pub scratch: DeviceBuffer,
+    /// The codec's filtered tiles, one pool per tile-pool slot (empty when
+    /// it filters nothing): the filter of batch n + 1 runs on the input
+    /// stream while batch n is compressed.
+    pub scratch: [DeviceBuffer; 2],
     /// (chunks, chunk bytes) of the last call on `temp`: nvCOMP faults when
     /// its temp buffer holds what a call of another shape left there.
     pub last_shape: Option<(usize, usize)>,
@@ -24,9 +26,18 @@ pub struct Compressor {
 }
 
 impl Compressor {
-    /// Enqueues one batch on `s`: the codec's filter, the batched compress
-    /// call over the first `pools.chunks` tiles of tile-pool slot `slot`
-    /// (their sizes into `pools.sizes`), and the codec's framing. The temp
+    /// Enqueues the codec's filter of a batch on `s` (the input stream,
+    /// after the scatter).
+    pub fn enqueue_filter(&self, pools: &Pools, kernels: &Kernels, s: &Stream) -> Result<()> {
+        // SAFETY: the pools were sized at build time for a whole batch, as
+        // the codec's sizes asked; the caller made the context current.
+        unsafe { self.codec.before_compress(pools, kernels, s) }
+    }
+
+    /// Enqueues one batch on `s`: the batched compress call over the first
+    /// `pools.chunks` tiles of tile-pool slot `slot` (filtered by
+    /// [`Compressor::enqueue_filter`] before; their sizes into
+    /// `pools.sizes`), and the codec's framing. The temp
     /// buffer is cleared first when the shape differs from the last call's:
     /// nvCOMP faults otherwise.
     pub fn enqueue(
@@ -60,7 +71,6 @@ impl Compressor {
         // it and is cleared above when the shape changes, and the caller
         // made the context current.
         unsafe {
-            self.codec.before_compress(pools, kernels, s)?;
             self.codec.compress_async(&batch, s, stage)?;
             self.codec.after_compress(pools, kernels, s)
         }

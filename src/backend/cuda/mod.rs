@@ -206,7 +206,10 @@ impl CudaBackend {
             Some(codec) => Some(Compressor {
                 codec,
                 temp: DeviceBuffer::new(z.temp, "nvCOMP's temp buffer")?,
-                scratch: DeviceBuffer::new(z.scratch, "the codec's filtered tiles")?,
+                scratch: [
+                    DeviceBuffer::new(z.scratch, "the codec's filtered tiles")?,
+                    DeviceBuffer::new(z.scratch, "the codec's filtered tiles")?,
+                ],
                 last_shape: None,
                 in_ptrs: [
                     DeviceBuffer::new(chunks * 8, "chunk pointers")?,
@@ -318,10 +321,10 @@ impl CudaBackend {
             Ok(t)
         };
         for (k, slot) in self.slots.iter().enumerate() {
-            // A codec that filters compresses its scratch pool instead.
-            let base = match c.scratch.bytes {
+            // A codec that filters compresses the slot's scratch pool.
+            let base = match c.scratch[k].bytes {
                 0 => slot.d_tiles.ptr,
-                _ => c.scratch.ptr,
+                _ => c.scratch[k].ptr,
             };
             let ins = table(base, self.tile_stride)?;
             c.in_ptrs[k].upload_async(&ins, s, "uploading chunk tables")?;
@@ -345,7 +348,7 @@ impl CudaBackend {
         codec::Pools {
             tiles: self.slots[slot].d_tiles.ptr,
             tile_stride: self.tile_stride as u64,
-            scratch: self.compressor.as_ref().map_or(0, |c| c.scratch.ptr),
+            scratch: self.compressor.as_ref().map_or(0, |c| c.scratch[slot].ptr),
             slots: self.d_chunks.ptr,
             slot_stride: self.chunk_stride as u64,
             sizes: self.d_sizes.ptr,
@@ -398,6 +401,11 @@ impl CudaBackend {
                 ],
                 "scatter",
             )?;
+        }
+        // The codec's filter (blosc's shuffle) on this stream too: it then
+        // overlaps the previous batch's compression.
+        if let Some(c) = &self.compressor {
+            c.enqueue_filter(&self.pools(slot, chunks), &self.kernels, s)?;
         }
         sl.scattered.record(s, "scatter")
     }

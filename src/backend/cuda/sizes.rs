@@ -25,7 +25,8 @@ pub struct Sizes {
     /// finished chunk starts (a codec's header goes between).
     pub chunk_lead: usize,
     pub chunk_start: usize,
-    /// The codec's scratch pool (its filtered tiles), 0 when it has none.
+    /// One of the codec's two scratch pools (its filtered tiles), 0 when
+    /// it has none.
     pub scratch: usize,
     /// Stride of the chunks the aggregation reads (the tiles themselves
     /// without compression).
@@ -88,7 +89,7 @@ impl Sizes {
 
     /// Device memory: input, two tile pools, compressed chunks, per-chunk
     /// tables, two aggregated outputs with their offsets, the permutation,
-    /// nvCOMP's temp buffer and the codec's scratch pool.
+    /// nvCOMP's temp buffer and the codec's two scratch pools.
     pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
         let c = self.chunks;
         let tables = if self.compressed {
@@ -109,7 +110,7 @@ impl Sizes {
             + tiles_per_epoch * 8
             + tables
             + self.temp
-            + self.scratch) as u64
+            + 2 * self.scratch) as u64
     }
 
     /// Page-locked host memory of the backend itself (staging excluded):
