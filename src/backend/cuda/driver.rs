@@ -87,6 +87,25 @@ impl Stream {
             .map_err(|e| gpu_err("creating a stream", e))
     }
 
+    /// A stream at the highest priority the context offers: the GPU starts
+    /// its kernels' blocks ahead of other streams', so that the compressor
+    /// (the pipeline's slowest stage) is not slowed down by the copies and
+    /// filters running beside it.
+    pub fn new_high_priority() -> Result<Stream, Error> {
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: two valid out-pointers; the caller made a context current.
+        unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }
+            .result()
+            .map_err(|e| gpu_err("reading stream priorities", e))?;
+        let mut stream = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: a valid out-pointer, flags and a priority in the range.
+        unsafe { sys::cuStreamCreateWithPriority(&mut stream, flags, greatest) }
+            .result()
+            .map_err(|e| gpu_err("creating a stream", e))?;
+        Ok(Stream(stream))
+    }
+
     pub fn sync(&self, stage: &'static str) -> Result<(), Error> {
         // SAFETY: a live stream of the current context.
         unsafe { result::stream::synchronize(self.0) }.map_err(|e| gpu_err(stage, e))

@@ -272,7 +272,7 @@ impl CudaBackend {
             compressor,
             kernels,
             input: Stream::new()?,
-            compute: Stream::new()?,
+            compute: Stream::new_high_priority()?,
             output: Stream::new()?,
             d2h_done: Event::new()?,
             device_name,
