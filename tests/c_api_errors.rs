@@ -108,6 +108,10 @@ fn bad_configurations_name_the_field_and_rule() {
         (json_with(r#", "codec": {"name": "blosc", "level": -1}"#), &["codec.level", "-1"]),
         (json_with(r#", "codec": {"name": "blosc", "shuffle": "nibble"}"#), &["codec", "nibble"]),
         (json_with(r#", "codec": {"name": "blosc", "cname": "snappy"}"#), &["codec", "snappy"]),
+        (json_with(r#", "codec": {"name": "gzip", "level": 10}"#), &["codec.level", "0 to 9", "10"]),
+        (json_with(r#", "codec": {"name": "gzip", "level": -1}"#), &["codec.level", "-1"]),
+        (json_with(r#", "codec": {"name": "gzip", "shuffle": "byte"}"#), &["codec", "shuffle"]),
+        (json_with(r#", "codec": {"name": "zstd", "cname": "lz4"}"#), &["codec", "cname"]),
         (
             r#"{"dtype": "uint8", "dimensions": [{"size": 4294967296, "tile": 1}, {"size": 2147483648, "tile": 1}, {"size": 4, "tile": 1}]}"#.into(),
             &["dimensions[2].size", "element count", "overflows"],
@@ -180,6 +184,10 @@ fn a_tz_config_is_checked_like_json() {
     // Blosc takes levels 0 to 9 from the same field as zstd.
     cfg.codec = tz_codec::TZ_CODEC_BLOSC as u32;
     cfg.level = 12;
+    assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
+    assert!(last_error().contains("codec.level"), "{}", last_error());
+    // So does gzip.
+    cfg.codec = tz_codec::TZ_CODEC_GZIP as u32;
     assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
     assert!(last_error().contains("codec.level"), "{}", last_error());
     cfg.level = 1;

@@ -19,8 +19,9 @@ use tiledzarr::DType;
 enum TileCodec {
     None,
     Zstd,
-    /// Blosc1 + zstd with this shuffle (the JSON name).
-    Blosc(&'static str),
+    /// Blosc1 with this cname and shuffle (the JSON names).
+    Blosc(&'static str, &'static str),
+    Gzip,
 }
 
 #[derive(Debug, Clone)]
@@ -64,9 +65,10 @@ impl Case {
         let codec = match self.codec {
             TileCodec::Zstd => r#"{"name": "zstd", "level": 3}"#.to_string(),
             TileCodec::None => r#"{"name": "none"}"#.to_string(),
-            TileCodec::Blosc(shuffle) => {
-                format!(r#"{{"name": "blosc", "level": 2, "shuffle": "{shuffle}"}}"#)
-            }
+            TileCodec::Blosc(cname, shuffle) => format!(
+                r#"{{"name": "blosc", "level": 2, "cname": "{cname}", "shuffle": "{shuffle}"}}"#
+            ),
+            TileCodec::Gzip => r#"{"name": "gzip", "level": 2}"#.to_string(),
         };
         format!(
             r#"{{"dtype": "{}", "dimensions": [{}], "codec": {codec}, "backend": "{}",
@@ -153,14 +155,20 @@ fn decode_codec(case: &Case) -> decode::Codec {
     match case.codec {
         TileCodec::None => decode::Codec::None,
         TileCodec::Zstd => decode::Codec::Zstd,
-        TileCodec::Blosc(shuffle) => decode::Codec::Blosc(decode::Blosc {
+        TileCodec::Gzip => decode::Codec::Gzip,
+        TileCodec::Blosc(cname, shuffle) => decode::Codec::Blosc(decode::Blosc {
             typesize: case.elem(),
             shuffle: match shuffle {
                 "byte" => decode::BloscShuffle::Byte,
                 "bit" => decode::BloscShuffle::Bit,
                 _ => decode::BloscShuffle::None,
             },
-            compressor: 4, // zstd
+            // The frame header's compressor codes (c-blosc's chunk format).
+            compressor: match cname {
+                "lz4" => 1,
+                "zlib" => 3,
+                _ => 4,
+            },
         }),
     }
 }
@@ -210,7 +218,7 @@ fn stream(case: &Case, data: &[u8], rng: &mut Rng) -> Collected {
 
 fn check(case: &Case, rng: &mut Rng) {
     let data = match case.codec {
-        TileCodec::Blosc(_) => compressible(rng, case.bytes, case.elem()),
+        TileCodec::Blosc(..) | TileCodec::Gzip => compressible(rng, case.bytes, case.elem()),
         _ => rng.bytes(case.bytes),
     };
     let sink = stream(case, &data, rng);
@@ -266,19 +274,28 @@ fn unbounded_stream_ending_mid_element_is_padded() {
 }
 
 #[test]
-fn blosc_round_trips_every_dtype_and_shuffle() {
+fn blosc_and_gzip_round_trip_every_dtype_cname_and_shuffle() {
     let mut rng = Rng(0xb105c);
     let shuffles = ["byte", "bit", "none"];
-    for (i, dtype) in DType::ALL.into_iter().enumerate() {
-        let mut case = random_case(&mut rng, dtype, 1 << 20);
-        case.codec = TileCodec::Blosc(shuffles[i % 3]);
+    let cnames = ["zstd", "lz4", "zlib"];
+    let mut k = 0;
+    for dtype in DType::ALL {
+        for cname in cnames {
+            let mut case = random_case(&mut rng, dtype, 1 << 19);
+            case.codec = TileCodec::Blosc(cname, shuffles[k % 3]);
+            check(&case, &mut rng);
+            k += 1;
+        }
+        let mut case = random_case(&mut rng, dtype, 1 << 19);
+        case.codec = TileCodec::Gzip;
         check(&case, &mut rng);
     }
     // Every element size with byte shuffle, the default, on a larger stream.
     for dtype in [DType::Uint8, DType::Uint16, DType::Float32, DType::Int64] {
         let mut case = random_case(&mut rng, dtype, 8 << 20);
-        case.codec = TileCodec::Blosc("byte");
+        case.codec = TileCodec::Blosc(cnames[k % 3], "byte");
         check(&case, &mut rng);
+        k += 1;
     }
 }
 
