@@ -68,7 +68,7 @@ use std::path::{Path, PathBuf};
 pub use batched::{Algorithm, BatchedCompressor, CompressBatch, CompressOpts};
 pub use error::Error;
 pub use ffi::{Alignments, CuStream, DecompressBackend, ZstdCompressOpts, ZstdDecompressOpts};
-pub use search::ENV_LIBRARY;
+pub use search::{add_search_dir, ENV_LIBRARY};
 pub use status::Status;
 pub use zstd::{DevicePtr, TempShape, ZstdCompressBatch, ZstdDecompressBatch};
 

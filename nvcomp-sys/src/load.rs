@@ -33,7 +33,8 @@ impl Nvcomp {
     ///
     /// With `explicit`, only that file is tried; otherwise, when the
     /// `TZ_NVCOMP_LIBRARY` environment variable is set and non-empty, only
-    /// the file it names. Otherwise, in order: `libnvcomp.so.6`,
+    /// the file it names. Otherwise, in order: the folders registered with
+    /// [`crate::add_search_dir`], `libnvcomp.so.6`,
     /// `libnvcomp.so.5` and `libnvcomp.so` through the dynamic loader's own
     /// search (LD_LIBRARY_PATH, ld.so.cache, ...); then `$CONDA_PREFIX/lib`;
     /// then the pip wheels' `nvidia/libnvcomp/lib64` below the site-packages
@@ -52,7 +53,10 @@ impl Nvcomp {
     /// Needs no GPU: nvCOMP loads the CUDA driver lazily, so loading and
     /// the host-only queries work on a machine without libcuda.so.1.
     pub fn load(explicit: Option<&Path>) -> Result<Nvcomp, Error> {
-        load_from(search::candidates(explicit, &|k| std::env::var_os(k)))
+        let preferred = search::preferred_dirs();
+        load_from(search::candidates(explicit, &preferred, &|k| {
+            std::env::var_os(k)
+        }))
     }
 }
 

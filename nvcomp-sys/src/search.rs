@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Environment variable naming the library file to load.
 pub const ENV_LIBRARY: &str = "TZ_NVCOMP_LIBRARY";
@@ -15,6 +16,31 @@ pub const FILE_NAMES: [&str; 3] = ["libnvcomp.so.6", "libnvcomp.so.5", "libnvcom
 
 /// Where the pip wheels put the library, below a site-packages directory.
 const WHEEL_SUBDIR: &str = "nvidia/libnvcomp/lib64";
+
+/// Folders a host application registered with [`add_search_dir`].
+static PREFERRED_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Adds a folder to look for [`FILE_NAMES`] in before the loader's own
+/// search: where the host application knows nvCOMP lies (a Python package
+/// finds the `nvidia-libnvcomp` wheel of its own environment and registers
+/// its folder). An explicit path and [`ENV_LIBRARY`] still come first.
+/// Folders are tried in the order they were added; adding one twice keeps
+/// the first.
+pub fn add_search_dir(dir: impl Into<PathBuf>) {
+    let dir = dir.into();
+    let mut dirs = PREFERRED_DIRS.lock().unwrap_or_else(|p| p.into_inner());
+    if !dirs.contains(&dir) {
+        dirs.push(dir);
+    }
+}
+
+/// The folders registered with [`add_search_dir`].
+pub fn preferred_dirs() -> Vec<PathBuf> {
+    PREFERRED_DIRS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
 
 /// One place to try.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,9 +58,11 @@ pub enum Candidate {
 /// The places to try. An explicit path, else a non-empty [`ENV_LIBRARY`],
 /// is the only candidate: whoever names a library wants that one, and
 /// silently falling back to another could load a different version than the
-/// one they chose.
+/// one they chose. Otherwise the `preferred` folders (see
+/// [`add_search_dir`]) come first, then the usual places.
 pub fn candidates(
     explicit: Option<&Path>,
+    preferred: &[PathBuf],
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<Candidate> {
     if let Some(path) = explicit {
@@ -49,10 +77,8 @@ pub fn candidates(
         return vec![Candidate::File { path, label }];
     }
 
-    let mut out: Vec<Candidate> = FILE_NAMES
-        .iter()
-        .map(|n| Candidate::LoaderName(n))
-        .collect();
+    let mut out: Vec<Candidate> = preferred.iter().cloned().map(Candidate::Dir).collect();
+    out.extend(FILE_NAMES.iter().map(|n| Candidate::LoaderName(n)));
     let push_dir = |out: &mut Vec<Candidate>, dir: PathBuf| {
         let c = Candidate::Dir(dir);
         if !out.contains(&c) {
@@ -159,7 +185,7 @@ mod tests {
     #[test]
     fn explicit_path_is_the_only_candidate() {
         let env = env_of(&[(ENV_LIBRARY, "/from/env.so")]);
-        let c = candidates(Some(Path::new("/given.so")), &env);
+        let c = candidates(Some(Path::new("/given.so")), &["/pref".into()], &env);
         assert_eq!(
             c,
             vec![Candidate::File {
@@ -172,7 +198,7 @@ mod tests {
     #[test]
     fn env_var_beats_the_search() {
         let env = env_of(&[(ENV_LIBRARY, "/from/env.so")]);
-        let c = candidates(None, &env);
+        let c = candidates(None, &["/pref".into()], &env);
         assert_eq!(
             c,
             vec![Candidate::File {
@@ -185,7 +211,7 @@ mod tests {
     #[test]
     fn empty_env_var_is_ignored() {
         let env = env_of(&[(ENV_LIBRARY, "")]);
-        let c = candidates(None, &env);
+        let c = candidates(None, &[], &env);
         assert_eq!(c[0], Candidate::LoaderName("libnvcomp.so.6"));
     }
 
@@ -202,7 +228,7 @@ mod tests {
             ("VIRTUAL_ENV", tmp.join("venv").to_str().unwrap()),
             ("HOME", tmp.join("nohome").to_str().unwrap()),
         ]);
-        let c = candidates(None, &env);
+        let c = candidates(None, &[], &env);
         std::fs::remove_dir_all(&tmp).unwrap();
 
         assert_eq!(
@@ -225,6 +251,21 @@ mod tests {
             &[
                 Candidate::Dir("/usr/local/cuda/lib64".into()),
                 Candidate::Dir("/usr/lib/x86_64-linux-gnu".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn preferred_dirs_come_before_the_loader() {
+        let env = env_of(&[(ENV_LIBRARY, "")]);
+        let preferred: Vec<PathBuf> = vec!["/app/nvcomp".into(), "/other".into()];
+        let c = candidates(None, &preferred, &env);
+        assert_eq!(
+            &c[..3],
+            &[
+                Candidate::Dir("/app/nvcomp".into()),
+                Candidate::Dir("/other".into()),
+                Candidate::LoaderName("libnvcomp.so.6"),
             ]
         );
     }

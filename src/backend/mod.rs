@@ -222,6 +222,16 @@ pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
     }
 }
 
+/// Adds a folder in which the GPU backend looks for nvCOMP
+/// (`libnvcomp.so.6`, `.5` or `.so`) before the dynamic loader's search,
+/// for every stream created after the call: where a host application knows
+/// nvCOMP lies, such as the `nvidia-libnvcomp` wheel of a Python
+/// environment. `TZ_NVCOMP_LIBRARY`, when set, still wins. Folders are
+/// tried in the order they were added.
+pub fn add_nvcomp_search_dir(dir: impl Into<std::path::PathBuf>) {
+    nvcomp_sys::add_search_dir(dir);
+}
+
 fn describe(e: &Error) -> String {
     match e {
         Error::BackendUnavailable(why) => why.clone(),

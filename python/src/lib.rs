@@ -1,0 +1,46 @@
+//! `tiledzarr._native`: the Python binding over the safe Rust API, as
+//! `ffi` is the C binding over it. The public Python API is the package
+//! `tiledzarr` (python/tiledzarr), which wraps this module.
+
+mod buffer;
+mod errors;
+mod sink;
+mod stream;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tiledzarr::Error;
+
+/// The memory a stream of this configuration would take and its backend,
+/// without creating it.
+#[pyfunction]
+fn estimate_memory<'py>(py: Python<'py>, config_json: &str) -> PyResult<Bound<'py, PyDict>> {
+    let plan = py.detach(|| -> tiledzarr::Result<_> {
+        let config = tiledzarr::Config::from_json(config_json).map_err(Error::from)?;
+        let v = config.validate()?;
+        tiledzarr::backend::estimate(&v)
+    });
+    let (kind, plan) = plan.map_err(|e| errors::to_py(&e, None))?;
+    let d = PyDict::new(py);
+    d.set_item("device_bytes", plan.device_bytes)?;
+    d.set_item("pinned_bytes", plan.pinned_bytes)?;
+    d.set_item("host_bytes", plan.host_bytes)?;
+    d.set_item("backend", kind.name())?;
+    Ok(d)
+}
+
+/// Adds a folder where the GPU backend looks for nvCOMP first.
+#[pyfunction]
+fn add_nvcomp_search_dir(dir: std::path::PathBuf) {
+    tiledzarr::backend::add_nvcomp_search_dir(dir);
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<stream::PyStream>()?;
+    m.add_class::<sink::PyShard>()?;
+    m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(add_nvcomp_search_dir, m)?)?;
+    Ok(())
+}

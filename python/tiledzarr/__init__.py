@@ -1,0 +1,378 @@
+"""TiledZarr: stream raw frames (numpy arrays or any C-contiguous buffer)
+into compressed, sharded Zarr v3 stores, on the GPU (nvCOMP) or on all CPU
+cores.
+
+>>> import numpy as np, tiledzarr
+>>> config = {"dtype": "uint16",
+...           "dimensions": [{"size": 0, "tile": 32},
+...                          {"size": 512, "tile": 128, "tiles_per_shard": 4},
+...                          {"size": 512, "tile": 128, "tiles_per_shard": 4}],
+...           "store": {"path": "acquisition.zarr", "overwrite": True}}
+>>> with tiledzarr.Stream(config) as stream:
+...     for i in range(64):
+...         stream.append(np.full((512, 512), i, np.uint16))
+
+See ``help(tiledzarr.Stream)`` for the configuration.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import numbers
+import os
+import sys
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Union
+
+from . import _native
+from ._errors import (
+    ArrayOverflowError,
+    BackendUnavailableError,
+    ConfigError,
+    FinishedError,
+    GpuError,
+    InternalError,
+    InvalidArgumentError,
+    NullArgumentError,
+    OutOfMemoryError,
+    SinkError,
+    StoreExistsError,
+    StoreIOError,
+    TiledZarrError,
+    WriteTimeoutError,
+)
+from ._native import Shard
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "Stream",
+    "Shard",
+    "Metrics",
+    "MemoryPlan",
+    "estimate_memory",
+    "nvcomp_search_dirs",
+    "__version__",
+    "TiledZarrError",
+    "NullArgumentError",
+    "InvalidArgumentError",
+    "ConfigError",
+    "ArrayOverflowError",
+    "FinishedError",
+    "SinkError",
+    "StoreIOError",
+    "StoreExistsError",
+    "BackendUnavailableError",
+    "GpuError",
+    "WriteTimeoutError",
+    "OutOfMemoryError",
+    "InternalError",
+]
+
+#: A configuration: a dict (the JSON schema as Python values), or a JSON string.
+ConfigLike = Union[Mapping[str, Any], str, bytes]
+
+#: Where a ``nvidia-libnvcomp-cu13`` (or ``-cu12``) wheel puts the library,
+#: below an entry of ``sys.path``.
+_NVCOMP_WHEEL_DIR = Path("nvidia", "libnvcomp", "lib64")
+
+
+def nvcomp_search_dirs() -> list[str]:
+    """The folders of this Python environment that hold nvCOMP from a
+    ``nvidia-libnvcomp-cu13``/``-cu12`` wheel (what ``pip install
+    tiledzarr[gpu]`` installs). They are handed to the library at import, so
+    the GPU backend finds nvCOMP there before the system's own search;
+    ``TZ_NVCOMP_LIBRARY``, when set, still wins."""
+    found: list[str] = []
+    for entry in sys.path:
+        folder = Path(entry or os.getcwd()) / _NVCOMP_WHEEL_DIR
+        try:
+            if folder.is_dir() and str(folder) not in found:
+                found.append(str(folder))
+        except OSError:
+            continue
+    return found
+
+
+for _dir in nvcomp_search_dirs():
+    _native.add_nvcomp_search_dir(_dir)
+
+
+def _json_value(value: Any) -> Any:
+    """What ``json.dumps`` cannot write by itself: paths, numpy scalars and
+    dtypes."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        try:
+            return numpy.dtype(value).name
+        except TypeError:
+            pass
+    raise TypeError(f"a {type(value).__name__} is not a configuration value")
+
+
+def _config_json(config: Optional[ConfigLike], kwargs: Mapping[str, Any]) -> str:
+    """The configuration in the library's JSON form."""
+    if config is None:
+        if not kwargs:
+            raise ConfigError(
+                "config: no configuration given: pass a dict, a JSON string or keyword "
+                "arguments (dtype=..., dimensions=[...], store={...})"
+            )
+        config = dict(kwargs)
+    elif kwargs:
+        raise ConfigError(
+            f"config: give the configuration as one dict or JSON string, or as keyword "
+            f"arguments, not both (keywords: {', '.join(sorted(kwargs))})"
+        )
+    if isinstance(config, bytes):
+        config = config.decode("utf-8", errors="replace")
+    if isinstance(config, str):
+        return config
+    if not isinstance(config, Mapping):
+        raise ConfigError(
+            f"config: expected a dict, a JSON string or keyword arguments, not "
+            f"{type(config).__name__}"
+        )
+    try:
+        return json.dumps(dict(config), default=_json_value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"config: {e}") from None
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A stream's counters at one moment (the C API's ``tz_metrics``)."""
+
+    #: Bytes taken by ``write``/``write_all``/``append``.
+    bytes_in: int
+    #: Bytes emitted in shards, indexes included.
+    bytes_out: int
+    shards_emitted: int
+    epochs_completed: int
+    #: Cumulative seconds per stage, summed over the threads that ran it.
+    seconds_copy: float
+    #: Host-to-device copy (GPU backend; 0 on the CPU).
+    seconds_h2d: float
+    seconds_scatter: float
+    seconds_compress: float
+    seconds_aggregate: float
+    #: Device-to-host copy (GPU backend; 0 on the CPU).
+    seconds_d2h: float
+    seconds_sink: float
+    #: The backend running the stream: ``"cpu"`` or ``"gpu"``.
+    backend: str
+    #: Why that backend was chosen.
+    backend_reason: str
+
+    @property
+    def compression_ratio(self) -> float:
+        """Input bytes per output byte (0 before the first shard)."""
+        return self.bytes_in / self.bytes_out if self.bytes_out else 0.0
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The memory a stream would take (the C API's ``tz_memory_plan``)."""
+
+    #: GPU memory (0 on the CPU backend).
+    device_bytes: int
+    #: Page-locked host memory, staging included (GPU backend).
+    pinned_bytes: int
+    #: Ordinary host memory, staging included (CPU backend).
+    host_bytes: int
+    #: The backend the configuration would run on: ``"cpu"`` or ``"gpu"``.
+    backend: str
+
+
+def estimate_memory(config: Optional[ConfigLike] = None, /, **kwargs: Any) -> MemoryPlan:
+    """The memory a stream of this configuration would take and the backend
+    it would run on, computed without creating it (nothing is allocated).
+    Raises ConfigError for a bad configuration."""
+    return MemoryPlan(**_native.estimate_memory(_config_json(config, kwargs)))
+
+
+#: Streams still open, closed at interpreter exit while their threads can
+#: still call into Python.
+_open_streams: "weakref.WeakSet[Stream]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_streams() -> None:
+    for stream in list(_open_streams):
+        try:
+            stream.close()
+        except Exception:
+            pass
+
+
+class Stream:
+    """A stream of raw row-major frames into a sharded Zarr v3 array.
+
+    ``Stream(config, *, sink=None)`` or ``Stream(sink=None, **config)``:
+    the configuration is a dict, a JSON string, or keyword arguments, in
+    the library's JSON schema:
+
+    ``dtype`` (required)
+        ``"uint8"`` ``"uint16"`` ``"uint32"`` ``"uint64"`` ``"int8"``
+        ``"int16"`` ``"int32"`` ``"int64"`` ``"float16"`` ``"float32"``
+        ``"float64"`` (a numpy dtype works too).
+    ``dimensions`` (required)
+        1 to 32 dicts, slowest first: ``size`` (0 on dimension 0: unbounded,
+        the append axis), ``tile`` (the chunk extent), ``tiles_per_shard``
+        (default 1; 0 = all), ``name`` (default ``d<i>``). A frame is one
+        plane along dimension 0: the sizes of the other dimensions.
+    ``codec``
+        ``{"name": "zstd", "level": 1}`` (default; levels -7..22),
+        ``{"name": "blosc", "level": 1, "shuffle": "byte", "cname": "zstd"}``
+        (CPU backend only; cname zstd, lz4 or zlib) or ``{"name": "none"}``.
+    ``backend``
+        ``"auto"`` (default: the GPU when usable, else the CPU), ``"cpu"``,
+        ``"gpu"`` (or an error naming the missing piece).
+    ``store``
+        ``{"path": ..., "overwrite": False, "fsync": True}``: the library
+        writes the Zarr store. Without it a ``sink`` is required.
+    ``index_location``
+        ``"end"`` (default) or ``"start"``.
+    ``threads``
+        CPU worker threads (0 = one per core).
+    ``staging_bytes``
+        Host staging memory (default 1 GiB on the CPU, 3 GiB of page-locked
+        memory on the GPU); it holds at least two epochs (``tile[0]``
+        planes).
+    ``device``
+        The GPU ordinal.
+
+    Unknown keys and wrong types raise ConfigError naming the field.
+
+    ``sink``, optional, is a callable that receives every complete shard as
+    a :class:`Shard` (``coord``, ``data``, ``index``, ``index_at_start``),
+    one call at a time, on a library thread (it takes the GIL for the
+    call). ``data`` and ``index`` are read-only memoryviews of the library's
+    memory, valid during the call only: they are released when it returns
+    (copy with ``bytes(shard.data)`` to keep them). An exception raised by
+    the sink poisons the stream: the next call raises SinkError with that
+    exception as its ``__cause__``. The sink may read ``metrics`` but may not
+    write, append, flush or close its own stream (InvalidArgumentError).
+
+    As a context manager the stream flushes when the ``with`` block ends
+    normally and is closed without a flush when it ends with an exception:
+    shards already emitted stay, the rest is discarded (a store keeps the
+    extent of its complete shard rows).
+
+    Calls that can wait or copy a lot (``write_all``, ``append``, ``flush``,
+    ``close``, writes of 1 MiB or more) release the GIL, so other Python
+    threads (a camera, a display) run meanwhile. Call the writing methods
+    from one thread at a time; ``metrics`` may be read from any thread.
+    """
+
+    def __init__(
+        self,
+        config: Optional[ConfigLike] = None,
+        /,
+        *,
+        sink: Optional[Callable[[Shard], Any]] = None,
+        **kwargs: Any,
+    ) -> None:
+        if sink is not None and not callable(sink):
+            raise InvalidArgumentError(
+                f"sink must be a callable taking a Shard, not {type(sink).__name__}"
+            )
+        self._native = _native.Stream(_config_json(config, kwargs), sink)
+        _open_streams.add(self)
+
+    def write(self, data: Any) -> int:
+        """Copies as much of ``data`` (any C-contiguous buffer: a numpy
+        array, bytes, a memoryview) as free staging memory takes, without
+        waiting, and returns the bytes taken: 0 means busy, call again. The
+        stream is a byte stream: a write may end mid-frame and the next one
+        continues it. No dtype or shape check (see ``append``)."""
+        return self._native.write(data)
+
+    def write_all(self, data: Any, timeout: Optional[float] = None) -> int:
+        """Writes all of ``data``, waiting for staging memory as needed, and
+        returns the bytes taken: ``len`` of the data, or fewer when the end
+        of a bounded array came first (the next write then raises
+        ArrayOverflowError). ``timeout`` in seconds (None: no limit); when
+        it passes, WriteTimeoutError says how many bytes were taken. The GIL
+        is released meanwhile."""
+        return self._native.write_all(data, timeout)
+
+    def append(self, frame: Any, timeout: Optional[float] = None) -> None:
+        """Writes one frame, or a stack of frames (shape ``(n, *frame
+        shape)``), after checking its dtype and shape against the
+        configuration; waits until it is taken (at most ``timeout`` seconds:
+        WriteTimeoutError). A frame that would go past the end of a bounded
+        array is refused whole (ArrayOverflowError). The GIL is released
+        while it waits and copies."""
+        self._native.append(frame, timeout)
+
+    def flush(self) -> None:
+        """Completes the stream: pads the last partial epoch with zeros,
+        emits every remaining shard and writes the final metadata; blocks
+        until done (the GIL released). Terminal: later writes raise
+        FinishedError; a second flush repeats the first one's outcome."""
+        self._native.flush()
+
+    def close(self) -> None:
+        """Frees the stream's memory and threads. Without a flush, delivery
+        stops at once: shards already emitted stay, the rest is discarded.
+        Idempotent; ``metrics`` stays readable."""
+        self._native.close()
+        _open_streams.discard(self)
+
+    @property
+    def metrics(self) -> Metrics:
+        """The counters now; never waits (readable while another thread
+        flushes, and after close)."""
+        return Metrics(**self._native.metrics())
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The configuration, defaults filled in."""
+        return json.loads(self._native.config_json)
+
+    @property
+    def dtype(self) -> str:
+        """The element type, as numpy names it."""
+        return self._native.dtype
+
+    @property
+    def frame_shape(self) -> tuple[int, ...]:
+        """The shape of one frame: the sizes of dimensions 1 and up."""
+        return tuple(self._native.frame_shape)
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    @property
+    def flushed(self) -> bool:
+        return self._native.flushed
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is None and not self.closed:
+                self.flush()
+        finally:
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "flushed" if self.flushed else "open"
+        return (
+            f"<tiledzarr.Stream {self.dtype} frame {self.frame_shape} "
+            f"backend {self._native.metrics()['backend']} {state}>"
+        )
