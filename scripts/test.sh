@@ -16,6 +16,9 @@
 #    built with find_package, shared and static; its examples run and their
 #    stores read back; pkg-config; the C examples under AddressSanitizer and
 #    UndefinedBehaviorSanitizer and one under valgrind
+# 8. the Python package (scripts/test-python.sh): the wheel built with
+#    maturin, installed into a fresh venv with `pip install dist/*.whl`, its
+#    pytest suite run outside the source tree, the example script read back
 #
 # Set-up included: cmake, pkg-config and valgrind where missing
 # (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh).
@@ -49,7 +52,9 @@ if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
 fi
 
 step "cargo test"
-cargo test --release --workspace
+# The Python binding has no Rust tests (it links against the interpreter
+# that loads it); step 8 tests it, built by maturin.
+cargo test --release --workspace --exclude tiledzarr-python
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -167,5 +172,11 @@ valgrind_check destroy_without_flush "$work/destroy" "$work/vg-destroy.zarr"
 
 step "Python ctypes client (a foreign runtime loading the .so)"
 "$PY" tests/ctypes/client.py "$prefix/lib/libtiledzarr.so" "$work/ctypes.zarr"
+
+# Last: maturin's build differs from cargo's in pyo3's configuration and in
+# the features the binding's dependencies unify; run before the cargo steps
+# it would make them rebuild the library.
+step "Python package: wheel, fresh venv, pytest, example"
+scripts/test-python.sh "$work/python"
 
 step "all tests passed"
