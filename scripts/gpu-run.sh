@@ -35,8 +35,8 @@ for line in sys.stdin:
                     "hardening_api", "hardening_store"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/bin"
-cargo build --release --example acquire --bin tz-bench
-cp target/release/examples/acquire target/release/tz-bench "$bundle/bin/"
+cargo build --release --example acquire --example synth_raw --bin tz-bench
+cp target/release/examples/acquire target/release/examples/synth_raw target/release/tz-bench "$bundle/bin/"
 strip "$bundle"/bin/*
 
 # nvCOMP 6.0 (not ours to ship: fetched from PyPI into the bundle only).
@@ -58,6 +58,14 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d "$bundle/wheels" \
     "$(pin acquire-zarr)" "$(pin zarr)" "$(pin numcodecs)" "$(pin donfig)" "$(pin google-crc32c)"
+# The Python package: its wheel, the kernels inside (about 1 MB), and its
+# benchmark. The nvCOMP wheel it installs beside it there is not bundled
+# (30 MB): the python phase takes it from TZ_NVCOMP_WHEEL or bundle/python/.
+PY=$(scripts/setup-python.sh | tail -1)
+TZ_REQUIRE_KERNELS=1 "$(dirname "$PY")/maturin" build --release --quiet -m python/Cargo.toml \
+    -o "$bundle/python"
+cp python/bench/bench_numpy.py "$bundle/python/"
+
 mkdir -p "$bundle/scripts"
 cp scripts/bench-peers.py scripts/bench-table.py scripts/durable-write-probe.py "$bundle/scripts/"
 cp scripts/gpu-tests.sh "$bundle/run.sh"

@@ -4,13 +4,18 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench, codecs, fsync, protocol (default: all
-# six, in that order). codecs sweeps every codec over cam-32 on the GPU and
+# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python (default:
+# all seven, in that order). codecs sweeps every codec over cam-32 on the GPU and
 # the CPU backend, shards discarded, each with its ceilings (records under
 # RESULTS_DIR/codecs). fsync streams cam-32 into a store with and without fsync. protocol runs every configuration of the benchmark protocol
 # (TZ_PROTOCOL_CONFIGS to name fewer) on the GPU backend, shards discarded
 # and written to a store under TZ_BENCH_DIR (default /tmp), with the
-# ceilings and the peers, TZ_PROTOCOL_BYTES (default 8GiB) per run.
+# ceilings and the peers, TZ_PROTOCOL_BYTES (default 8GiB) per run. python
+# installs the tiledzarr wheel and the nvCOMP wheel (TZ_NVCOMP_WHEEL, or one
+# in bundle/python/) into a virtual environment on the machine's Python (its
+# numpy), then streams cam-32 from numpy with no variable naming nvCOMP and
+# compares with tz-bench on the same frames in the same run
+# (TZ_PYTHON_BYTES, default 8GiB).
 # GPU tests (the C-API round trips on the GPU backend, GPU-vs-CPU equality,
 # nvCOMP temp-buffer immunity, bad input), compute-sanitizer memcheck and
 # racecheck on a small stream, then the benchmarks. Exits non-zero when any
@@ -20,9 +25,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
+# The python phase runs without these two.
+ld_library_path_before="${LD_LIBRARY_PATH:-}"
 export TZ_NVCOMP_LIBRARY="$here/lib/libnvcomp.so.6"
 export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
 TZ_COMMIT=$(cat "$here/COMMIT")
@@ -125,6 +132,38 @@ for config in ${TZ_PROTOCOL_CONFIGS:-cam-32 cam-64 cam-128 tczyx frames-u8}; do
 done
 cd - >/dev/null
 python3 "$here/scripts/bench-table.py" "$results"/protocol-*.json | tee "$results/protocol-table.md"
+fi
+
+if wants python; then
+step "Python package: the wheel with nvCOMP's wheel, cam-32 from numpy beside tz-bench"
+python_phase() {
+    local nvwheel="${TZ_NVCOMP_WHEEL:-}" venv="$results/python-venv" site bytes="${TZ_PYTHON_BYTES:-8GiB}"
+    [[ -n "$nvwheel" ]] || nvwheel=$(ls "$here"/python/nvidia_libnvcomp*.whl 2>/dev/null | head -1)
+    if [[ ! -f "$nvwheel" ]]; then
+        echo "no nvCOMP wheel: set TZ_NVCOMP_WHEEL or put nvidia_libnvcomp_cu13-*.whl in $here/python" >&2
+        return 1
+    fi
+    # A venv on the machine's Python, seeing its numpy; the wheels go in
+    # with the machine's pip (no network, no ensurepip needed).
+    rm -rf "$venv"
+    python3 -m venv --system-site-packages --without-pip "$venv" || return 1
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+        "$here"/python/tiledzarr-*.whl "$nvwheel" || return 1
+    # tz-bench's figure on the same frames: synth_raw writes its cam-32 pool.
+    "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard --bytes "$bytes" --reps 2 \
+        --no-ceilings --out "$results/python-tz-bench-cam-32.json" || return 1
+    "$here/bin/synth_raw" "$results/cam-32-pool.raw" 64 || return 1
+    # Nothing names nvCOMP: the package finds the wheel in its environment.
+    env -u TZ_NVCOMP_LIBRARY LD_LIBRARY_PATH="$ld_library_path_before" \
+        "$venv/bin/python" "$here/python/bench_numpy.py" "$results" --raw "$results/cam-32-pool.raw" \
+        --bytes "$bytes" --reps 2 --backend gpu \
+        --compare "$results/python-tz-bench-cam-32.json" --min-ratio 0.9 --nvcomp-from-environment
+    local rc=$?
+    rm -f "$results/cam-32-pool.raw"
+    return $rc
+}
+check python-cam-32 python_phase
 fi
 
 step "summary"

@@ -229,3 +229,18 @@ fn a_library_that_is_not_nvcomp_is_rejected() {
         "{err}"
     );
 }
+
+#[test]
+fn a_registered_folder_comes_before_the_system_search() {
+    let Some(path) = fake("v5/libnvcomp.so.5") else {
+        return;
+    };
+    if std::env::var_os(nvcomp_sys::ENV_LIBRARY).is_some_and(|v| !v.is_empty()) {
+        eprintln!("skipped: {} is set and wins", nvcomp_sys::ENV_LIBRARY);
+        return;
+    }
+    nvcomp_sys::add_search_dir(path.parent().unwrap());
+    let nv = Nvcomp::load(None).unwrap();
+    assert_eq!(nv.path(), path.as_path());
+    assert_eq!(nv.abi(), AbiVersion::V5);
+}
