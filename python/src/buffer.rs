@@ -53,6 +53,7 @@ pub struct Buffer {
 // thread while this thread waits in `Python::detach` is what the buffer
 // protocol is for. Release happens in Drop, which the binding runs attached.
 unsafe impl Send for Buffer {}
+// SAFETY: shared access only reads the view's fields and the exported bytes.
 unsafe impl Sync for Buffer {}
 
 /// What [`Buffer::element`] found in the format string.

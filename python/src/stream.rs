@@ -311,6 +311,8 @@ impl PyStream {
     /// Frees the stream; without a flush, what was not emitted is dropped.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.check_caller("close")?;
+        // What the sink raised holds its frames, which may hold this stream.
+        drop(self.raised.lock().take());
         // Dropping waits for the pipeline's threads, one of which may need
         // the GIL for a sink call under way.
         py.detach(|| drop(self.inner.lock().take()));
