@@ -235,7 +235,8 @@ class Stream:
     ``codec``
         ``{"name": "zstd", "level": 1}`` (default; levels -7..22),
         ``{"name": "blosc", "level": 1, "shuffle": "byte", "cname": "zstd"}``
-        (CPU backend only; cname zstd, lz4 or zlib) or ``{"name": "none"}``.
+        (shuffle byte, bit or none; cname zstd, lz4 or zlib),
+        ``{"name": "gzip", "level": 1}`` or ``{"name": "none"}``.
     ``backend``
         ``"auto"`` (default: the GPU when usable, else the CPU), ``"cpu"``,
         ``"gpu"`` (or an error naming the missing piece).
