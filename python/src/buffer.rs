@@ -103,10 +103,14 @@ impl Buffer {
         unsafe { std::slice::from_raw_parts(self.view.buf as *const u8, self.view.len as usize) }
     }
 
-    /// The shape (a 1-d shape of `len` bytes when the exporter gives none).
+    /// The shape: `()` for a scalar (0-d), else one entry per dimension.
     pub fn shape(&self) -> Vec<u64> {
         if self.view.shape.is_null() {
-            return vec![self.view.len as u64];
+            // Only a 0-d exporter may leave it out when PyBUF_ND is asked.
+            return match self.view.ndim {
+                0 => Vec::new(),
+                _ => vec![(self.view.len / self.view.itemsize.max(1)) as u64],
+            };
         }
         // SAFETY: with PyBUF_ND requested, `shape` holds `ndim` entries.
         let s = unsafe { std::slice::from_raw_parts(self.view.shape, self.view.ndim as usize) };

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,12 @@ def test_imported_from_the_installed_wheel():
     assert not Path(tiledzarr.__file__).resolve().is_relative_to(here / "python" / "tiledzarr")
     assert "site-packages" in tiledzarr.__file__
     assert tiledzarr.__version__.count(".") == 2
+    # The package's version is the library's (the header's TZ_VERSION_*).
+    header = os.environ.get("TZ_HEADER")
+    if header:
+        text = Path(header).read_text()
+        parts = [re.search(rf"#define TZ_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+        assert tiledzarr.__version__ == ".".join(parts)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "uint32", "int64", "float32", "float64"])
@@ -56,6 +63,19 @@ def test_stack_of_frames_and_the_config_forms(tmp_path):
             s.append(data[:5])  # a stack of frames
             s.append(data[5:])
         np.testing.assert_array_equal(read(tmp_path / f"{name}.zarr"), data)
+
+
+def test_one_dimensional_array_takes_scalars_and_runs(store):
+    c = config(store, dtype="int32")
+    c["dimensions"] = [{"name": "t", "size": 0, "tile": 16, "tiles_per_shard": 2}]
+    data = np.arange(-20, 30, dtype=np.int32)
+    with tiledzarr.Stream(c) as s:
+        assert s.frame_shape == ()
+        s.append(data[0])  # a numpy scalar: one element
+        s.append(data[1:])  # a run of elements
+        with pytest.raises(tiledzarr.InvalidArgumentError, match="shape"):
+            s.append(np.zeros((2, 2), np.int32))
+    np.testing.assert_array_equal(read(store), data)
 
 
 def test_numpy_dtype_and_path_objects_in_the_config(tmp_path):
