@@ -27,9 +27,9 @@ class Counter(threading.Thread):
 
 
 def test_a_second_thread_runs_while_flush_blocks(tmp_path):
-    # A backlog that takes a while to compress: 48 MiB of noisy frames on
-    # one worker thread, into a store flushed to the disk.
-    data = frames(160, (384, 384))
+    # A backlog that takes a while to compress: 18 MiB of noisy frames on
+    # one worker thread, into a store flushed to the disk (seconds here).
+    data = frames(64, (384, 384))
     c = config(tmp_path / "a.zarr", y=384, x=384, threads=1, staging_bytes=64 << 20)
     c["store"]["fsync"] = True
     with tiledzarr.Stream(c) as s:
