@@ -68,6 +68,7 @@ fn cam32(c: &mut Criterion) {
         path: dir.path().join("bench.zarr"),
         overwrite: true,
         fsync: true,
+        ..Default::default()
     });
     g.bench_function("cpu/filesystem", |b| {
         b.iter_custom(|n| run(&store, &frames, false, n))

@@ -84,6 +84,16 @@ enum tz_status
    * A bug in the library (a caught panic); the stream is poisoned.
    */
   TZ_ERR_INTERNAL = 13,
+  /**
+   * An object store request failed after its retries (server unreachable,
+   * no such bucket, an error answer); the message names the object's
+   * URL and the server's answer. Since 0.3.
+   */
+  TZ_ERR_OBJECT_STORE = 14,
+  /**
+   * The object store refused the credentials, or none were found. Since 0.3.
+   */
+  TZ_ERR_ACCESS_DENIED = 15,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -285,7 +295,12 @@ typedef struct tz_config {
    */
   uint32_t index_location;
   /**
-   * Folder of the Zarr v3 store the library writes; NULL for none.
+   * Folder of the Zarr v3 store the library writes; NULL for none. An
+   * `s3://bucket/prefix` URL names an object store (S3 or compatible):
+   * its endpoint comes from AWS_ENDPOINT_URL (path-style; an http://
+   * endpoint is accepted), its region from AWS_REGION, its credentials
+   * from the standard AWS sources (environment, AWS_PROFILE in the shared
+   * credentials file, web identity, instance metadata). Since 0.3.
    */
   const char *store_path;
   /**
@@ -377,6 +392,27 @@ typedef struct tz_metrics {
    */
   char backend_reason[256];
 } tz_metrics;
+
+/**
+ * What an object store stream has uploaded, at the moment of the call
+ * (tz_get_upload_metrics; zero for other streams). A struct of its own, so
+ * that tz_metrics keeps its size for callers built against older headers.
+ * Since 0.3.
+ */
+typedef struct tz_upload_metrics {
+  /**
+   * Bytes the server accepted (shards, their parts, zarr.json).
+   */
+  uint64_t bytes_uploaded;
+  /**
+   * Objects complete (a multipart object counts once).
+   */
+  uint64_t objects_uploaded;
+  /**
+   * Object uploads started and not yet complete or failed.
+   */
+  uint64_t uploads_in_flight;
+} tz_upload_metrics;
 
 /**
  * What tz_recover did to a store.
@@ -478,6 +514,13 @@ void tz_destroy(struct tz_stream *s);
  * any thread, also while another is in tz_flush or tz_write_all.
  */
 int32_t tz_get_metrics(const struct tz_stream *s, struct tz_metrics *out);
+
+/**
+ * Fills `out` with the object store's upload counters (all zero for a
+ * stream writing to a folder or a callback). Never waits, like
+ * tz_get_metrics. Since 0.3.
+ */
+int32_t tz_get_upload_metrics(const struct tz_stream *s, struct tz_upload_metrics *out);
 
 /**
  * The last failure of this stream, NUL-terminated ("" if none). Valid until

@@ -10,7 +10,9 @@
 #    regressions: configurations under an address-space limit, store
 #    ownership and locking, a failed create, kill -9 then tz_recover, fsync;
 #    a fuzz of 100,000 generated configurations against the estimate, ...)
-# 5. stores read back bit-exact by zarr-python and tensorstore
+# 5. stores read back bit-exact by zarr-python and tensorstore, from folders
+#    and from an S3-compatible server (s3s-fs on 127.0.0.1, started here and
+#    stopped at the end; the object store tests also start their own)
 # 6. the header compiled standalone as C99 and C++17
 # 7. the CMake package installed to a temporary prefix; a downstream project
 #    built with find_package, shared and static; its examples run and their
@@ -21,7 +23,8 @@
 #    pytest suite run outside the source tree, the example script read back
 #
 # Set-up included: cmake, pkg-config and valgrind where missing
-# (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh).
+# (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh), the
+# S3 server (scripts/setup-s3-server.sh).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,6 +38,13 @@ PY=$(scripts/setup-python.sh | tail -1)
 # The CUDA compiler, so that every run also compiles the GPU kernels.
 NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
 export NVCC TZ_REQUIRE_KERNELS=1
+# The S3-compatible server of the object store tests, and the credentials
+# the tests and the readers use with it (test values: nothing else
+# accepts them). No instance metadata is ever asked for.
+TZ_S3FS_BIN=$(scripts/setup-s3-server.sh | tail -1)
+export TZ_S3FS_BIN AWS_ACCESS_KEY_ID=tz-test-key AWS_SECRET_ACCESS_KEY=tz-test-secret-0123456789
+export AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -51,19 +61,59 @@ if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
     fi
 fi
 
-step "cargo test"
-# The Python binding has no Rust tests (it links against the interpreter
-# that loads it); step 8 tests it, built by maturin.
-cargo test --release --workspace --exclude tiledzarr-python
-
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+s3_pid=""
+cleanup() {
+    if [[ -n "$s3_pid" ]]; then
+        kill "$s3_pid" 2>/dev/null || true
+        wait "$s3_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+# Shared AWS files of their own, so that no reader looks for (or complains
+# about) a missing ~/.aws.
+printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+    "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$work/aws-credentials"
+printf '[default]\nregion = %s\n' "$AWS_REGION" >"$work/aws-config"
+export AWS_SHARED_CREDENTIALS_FILE="$work/aws-credentials" AWS_CONFIG_FILE="$work/aws-config"
+
+step "cargo test"
+export TZ_S3_TESTS_RAN="$work/s3-tests-ran"
+# The Python binding has no Rust tests (it links against the interpreter
+# that loads it); the Python step tests it, built by maturin.
+cargo test --release --workspace --exclude tiledzarr-python
+# The object store tests skip without a server: here they must have run.
+s3_ran=$(sort -u "$TZ_S3_TESTS_RAN" 2>/dev/null | wc -l)
+if [[ $s3_ran -lt 5 ]]; then
+    echo "expected 5 object store tests to run against the S3 server, $s3_ran did" >&2
+    exit 1
+fi
 
 step "readback by zarr-python and tensorstore"
 TZ_READBACK_DIR="$work/readback" cargo test --release --test readback_fixtures
 # Every codec on every element type, and the layouts: 120 stores or more,
 # checked in one process.
 "$PY" tests/readback/check_store.py --manifest "$work/readback/manifest.tsv" --min 120
+
+step "readback from an S3 server by zarr-python (s3fs) and tensorstore (s3 kvstore)"
+s3_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$work/s3/readback"
+"$TZ_S3FS_BIN" --host 127.0.0.1 --port "$s3_port" --access-key "$AWS_ACCESS_KEY_ID" \
+    --secret-key "$AWS_SECRET_ACCESS_KEY" "$work/s3" >"$work/s3.log" 2>&1 &
+s3_pid=$!
+s3_endpoint="http://127.0.0.1:$s3_port"
+for _ in $(seq 100); do
+    "$PY" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \
+        "$s3_port" 2>/dev/null && break
+    sleep 0.1
+done
+TZ_S3_READBACK_ENDPOINT="$s3_endpoint" TZ_READBACK_DIR="$work/s3-readback" \
+    cargo test --release --test s3_store readback_stores_on_the_test_server
+"$PY" tests/readback/check_store.py --manifest "$work/s3-readback/s3-manifest.tsv" --min 4 \
+    --endpoint "$s3_endpoint"
+kill "$s3_pid" && wait "$s3_pid" 2>/dev/null || true
+s3_pid=""
 
 step "C header standalone (C99, C++17)"
 cflags=(-Wall -Wextra -Werror -pedantic)

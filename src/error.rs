@@ -27,6 +27,21 @@ pub enum Error {
     },
     #[error("{path} already exists: {reason}")]
     Exists { path: PathBuf, reason: String },
+    /// An object store request failed after its retries; `url` names the
+    /// object (or the bucket), `message` carries the server's answer.
+    #[error("object store: {what} {url}: {message}")]
+    ObjectStore {
+        what: &'static str,
+        url: String,
+        message: String,
+    },
+    /// The object store refused the credentials (or found none).
+    #[error("object store: access denied {what} {url}: {message}")]
+    AccessDenied {
+        what: &'static str,
+        url: String,
+        message: String,
+    },
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
     #[error("GPU failure in {stage}: {message}")]

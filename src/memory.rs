@@ -115,6 +115,10 @@ pub fn check_available(need: u64, what: &str) -> Result<()> {
     }
 }
 
+/// Host memory an object store may hold in shards copied for upload and
+/// not yet uploaded (a larger shard goes alone).
+pub const UPLOAD_BUDGET_BYTES: u64 = 512 << 20;
+
 /// Memory a configuration needs, computed without allocating anything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryPlan {

@@ -2,6 +2,7 @@
 //! stopping the stream.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The stages of the pipeline, in data order.
@@ -56,6 +57,42 @@ pub struct Metrics {
     /// Nanoseconds per stage, summed over every thread that ran it (GPU
     /// stages: device time between CUDA events).
     stage_ns: [AtomicU64; 7],
+    /// What an object store sink has sent (zero for other sinks).
+    pub uploads: Arc<UploadCounters>,
+}
+
+/// An object store's uploads, counted by its own threads.
+#[derive(Debug, Default)]
+pub struct UploadCounters {
+    /// Bytes of objects (shards, parts, `zarr.json`) the server accepted.
+    bytes: AtomicU64,
+    /// Objects complete (a multipart object counts once).
+    objects: AtomicU64,
+    /// Object uploads started and not yet complete or failed.
+    in_flight: AtomicU64,
+}
+
+impl UploadCounters {
+    pub fn started(&self) {
+        self.in_flight.fetch_add(1, Relaxed);
+    }
+    /// A part or a whole object of `bytes` was accepted.
+    pub fn add_bytes(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+    /// Adds what `other` counted (a store's uploads before it joined a
+    /// stream).
+    pub fn absorb(&self, other: &UploadCounters) {
+        self.bytes.fetch_add(other.bytes.load(Relaxed), Relaxed);
+        self.objects.fetch_add(other.objects.load(Relaxed), Relaxed);
+    }
+    /// An upload ended: `complete` or failed.
+    pub fn ended(&self, complete: bool) {
+        self.in_flight.fetch_sub(1, Relaxed);
+        if complete {
+            self.objects.fetch_add(1, Relaxed);
+        }
+    }
 }
 
 impl Metrics {
@@ -87,6 +124,9 @@ impl Metrics {
             shards: self.shards.load(Relaxed),
             epochs: self.epochs.load(Relaxed),
             stage_seconds: std::array::from_fn(|i| self.stage_ns[i].load(Relaxed) as f64 * 1e-9),
+            bytes_uploaded: self.uploads.bytes.load(Relaxed),
+            objects_uploaded: self.uploads.objects.load(Relaxed),
+            uploads_in_flight: self.uploads.in_flight.load(Relaxed),
         }
     }
 }
@@ -103,6 +143,11 @@ pub struct Snapshot {
     pub epochs: u64,
     /// Cumulative seconds per [`Stage`], indexed by `Stage as usize`.
     pub stage_seconds: [f64; 7],
+    /// Object store sinks: bytes the server accepted, objects complete,
+    /// uploads under way.
+    pub bytes_uploaded: u64,
+    pub objects_uploaded: u64,
+    pub uploads_in_flight: u64,
 }
 
 impl Snapshot {

@@ -212,6 +212,19 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
 /// The memory a stream of this configuration would take, and the backend
 /// it would run on, without creating it: the same choice as [`select`].
 pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
+    let (kind, mut plan) = estimate_backend(v)?;
+    if v.config.store.as_ref().is_some_and(|s| s.url.is_some()) {
+        // Shards copied for upload: at most the budget, or one shard.
+        let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
+        let shard = (max_chunk as u64)
+            .saturating_mul(v.layout.chunks_per_shard())
+            .saturating_add(v.layout.index_bytes() as u64);
+        plan.host_bytes += crate::memory::UPLOAD_BUDGET_BYTES.max(shard);
+    }
+    Ok((kind, plan))
+}
+
+fn estimate_backend(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
     match v.config.backend {
         BackendChoice::Cpu => Ok((BackendKind::Cpu, cpu::plan(v))),
         BackendChoice::Gpu => cuda::plan(v).map(|p| (BackendKind::Gpu, p)),

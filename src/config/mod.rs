@@ -18,9 +18,11 @@
 mod dtype;
 mod error;
 mod schema;
+mod store_url;
 mod validate;
 
 pub use dtype::DType;
 pub use error::ConfigError;
 pub use schema::{BackendChoice, Cname, Codec, Config, Dimension, IndexLocation, Shuffle, Store};
+pub use store_url::{check_endpoint, ObjectUrl};
 pub use validate::{Validated, BLOSC_LEVELS, GZIP_LEVELS, MAX_THREADS, ZSTD_LEVELS};

@@ -150,21 +150,72 @@ impl IndexLocation {
     }
 }
 
-/// The filesystem Zarr v3 store written by the library.
+/// The Zarr v3 store written by the library: a folder (`path`) or an
+/// S3-compatible object store (`url`), exactly one of the two.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Store {
+    /// The store folder (empty when `url` names an object store).
+    #[serde(default, skip_serializing_if = "is_empty_path")]
     pub path: PathBuf,
-    /// Replace an existing store at `path`: only a folder whose every entry
+    /// `s3://bucket/prefix`: the store's objects are `prefix/zarr.json` and
+    /// `prefix/c/...` in `bucket`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The object store's endpoint (`http://host:port` for an on-premises
+    /// server, addressed path-style); default: `AWS_ENDPOINT_URL`, else AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The bucket's region; default: `AWS_REGION`, `AWS_DEFAULT_REGION`, the
+    /// profile's region, else `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Replace an existing store: only a store whose every file (or object)
     /// this library wrote (an earlier store, an empty folder) is cleared;
     /// anything else is refused, naming what is in the way.
     #[serde(default)]
     pub overwrite: bool,
     /// Flush each shard file and `zarr.json`, and their folder, to the disk
     /// before the shard counts as written (on the delivery thread: writes
-    /// never wait for it). Off trades durability for speed.
+    /// never wait for it). Off trades durability for speed. (An object store
+    /// has its object complete when its upload returns.)
     #[serde(default = "yes")]
     pub fsync: bool,
+}
+
+impl Default for Store {
+    fn default() -> Store {
+        Store {
+            path: PathBuf::new(),
+            url: None,
+            endpoint: None,
+            region: None,
+            overwrite: false,
+            fsync: true,
+        }
+    }
+}
+
+impl Store {
+    /// The filesystem store at `path`, with the defaults.
+    pub fn folder(path: impl Into<PathBuf>) -> Store {
+        Store {
+            path: path.into(),
+            ..Store::default()
+        }
+    }
+
+    /// The object store at `url` (`s3://bucket/prefix`), with the defaults.
+    pub fn object(url: impl Into<String>) -> Store {
+        Store {
+            url: Some(url.into()),
+            ..Store::default()
+        }
+    }
+}
+
+fn is_empty_path(p: &std::path::Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 fn yes() -> bool {

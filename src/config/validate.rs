@@ -1,6 +1,6 @@
 //! Validation: every rule checked once, before anything is allocated.
 
-use super::{Codec, Config, ConfigError};
+use super::{check_endpoint, Codec, Config, ConfigError, ObjectUrl, Store};
 use crate::layout::{Dim, Layout, LayoutError};
 use std::ops::RangeInclusive;
 
@@ -69,9 +69,7 @@ impl Config {
             ));
         }
         if let Some(store) = &self.store {
-            if store.path.as_os_str().is_empty() {
-                return Err(ConfigError::new("store.path", "must not be empty"));
-            }
+            check_store(store)?;
         }
         let (staging_buffers, epochs_per_buffer) = plan_staging(
             &layout,
@@ -97,6 +95,52 @@ impl Config {
             epochs_per_buffer,
             threads,
         })
+    }
+}
+
+/// A store is a folder or an object store URL, not both.
+fn check_store(store: &Store) -> Result<(), ConfigError> {
+    let has_path = !store.path.as_os_str().is_empty();
+    match &store.url {
+        None if !has_path => Err(ConfigError::new(
+            "store.path",
+            "must not be empty (or give store.url for an object store)",
+        )),
+        None if store.path.to_string_lossy().contains("://") => Err(ConfigError::new(
+            "store.path",
+            format!(
+                "{:?} is a URL, not a folder: give it as store.url",
+                store.path
+            ),
+        )),
+        None => {
+            if store.endpoint.is_some() || store.region.is_some() {
+                let field = if store.endpoint.is_some() {
+                    "endpoint"
+                } else {
+                    "region"
+                };
+                return Err(ConfigError::new(
+                    format!("store.{field}"),
+                    "applies to an object store (store.url) only",
+                ));
+            }
+            Ok(())
+        }
+        Some(_) if has_path => Err(ConfigError::new(
+            "store.url",
+            "give store.path (a folder) or store.url (an object store), not both",
+        )),
+        Some(url) => {
+            ObjectUrl::parse(url)?;
+            if let Some(e) = &store.endpoint {
+                check_endpoint(e)?;
+            }
+            if store.region.as_deref() == Some("") {
+                return Err(ConfigError::new("store.region", "must not be empty"));
+            }
+            Ok(())
+        }
     }
 }
 

@@ -87,11 +87,22 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
             ))
         }
     };
+    // An `s3://` path names an object store; its endpoint and region come
+    // from the environment (AWS_ENDPOINT_URL, AWS_REGION).
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
-    let store = unsafe { read_str(c.store_path, "store_path") }?.map(|p| Store {
-        path: PathBuf::from(p),
-        overwrite: c.overwrite != 0,
-        fsync: c.store_skip_fsync == 0,
+    let store = unsafe { read_str(c.store_path, "store_path") }?.map(|p| {
+        let (path, url) = if p.contains("://") {
+            (PathBuf::new(), Some(p))
+        } else {
+            (PathBuf::from(p), None)
+        };
+        Store {
+            path,
+            url,
+            overwrite: c.overwrite != 0,
+            fsync: c.store_skip_fsync == 0,
+            ..Store::default()
+        }
     });
     Ok(Config {
         dtype,

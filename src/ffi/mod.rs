@@ -357,6 +357,34 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
     })
 }
 
+/// Fills `out` with the object store's upload counters (all zero for a
+/// stream writing to a folder or a callback). Never waits, like
+/// tz_get_metrics. Since 0.3.
+#[no_mangle]
+pub extern "C" fn tz_get_upload_metrics(s: *const tz_stream, out: *mut tz_upload_metrics) -> i32 {
+    // SAFETY: NULL is checked; otherwise a live stream (C contract).
+    let Some(h) = (unsafe { s.as_ref() }) else {
+        let e = Error::NullArgument("stream");
+        record(None, &e);
+        return status_of(&e);
+    };
+    guard("tz_get_upload_metrics", Some(&h.errors), status_of, || {
+        if out.is_null() {
+            return Err(Error::NullArgument("out"));
+        }
+        let m = h.stats.snapshot();
+        let metrics = tz_upload_metrics {
+            bytes_uploaded: m.bytes_uploaded,
+            objects_uploaded: m.objects_uploaded,
+            uploads_in_flight: m.uploads_in_flight,
+        };
+        // SAFETY: non-NULL; the caller provides writable memory for a
+        // tz_upload_metrics.
+        unsafe { out.write(metrics) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
 /// The last failure of this stream, NUL-terminated ("" if none). Valid until
 /// the next failing call on the stream or tz_destroy. NULL stream: "".
 #[no_mangle]

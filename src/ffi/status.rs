@@ -35,10 +35,16 @@ pub enum tz_status {
     TZ_ERR_OUT_OF_MEMORY = 12,
     /// A bug in the library (a caught panic); the stream is poisoned.
     TZ_ERR_INTERNAL = 13,
+    /// An object store request failed after its retries (server unreachable,
+    /// no such bucket, an error answer); the message names the object's
+    /// URL and the server's answer. Since 0.3.
+    TZ_ERR_OBJECT_STORE = 14,
+    /// The object store refused the credentials, or none were found. Since 0.3.
+    TZ_ERR_ACCESS_DENIED = 15,
 }
 
 impl tz_status {
-    pub const ALL: [tz_status; 14] = [
+    pub const ALL: [tz_status; 16] = [
         tz_status::TZ_OK,
         tz_status::TZ_ERR_NULL_ARGUMENT,
         tz_status::TZ_ERR_INVALID_ARGUMENT,
@@ -53,6 +59,8 @@ impl tz_status {
         tz_status::TZ_ERR_TIMEOUT,
         tz_status::TZ_ERR_OUT_OF_MEMORY,
         tz_status::TZ_ERR_INTERNAL,
+        tz_status::TZ_ERR_OBJECT_STORE,
+        tz_status::TZ_ERR_ACCESS_DENIED,
     ];
 
     /// A NUL-terminated description of the code.
@@ -73,6 +81,8 @@ impl tz_status {
             TZ_ERR_TIMEOUT => "timed out\0",
             TZ_ERR_OUT_OF_MEMORY => "out of memory\0",
             TZ_ERR_INTERNAL => "internal error\0",
+            TZ_ERR_OBJECT_STORE => "object store request failed\0",
+            TZ_ERR_ACCESS_DENIED => "object store access denied\0",
         }
     }
 }
@@ -94,6 +104,8 @@ impl From<&Error> for tz_status {
             Error::Timeout(_) => TZ_ERR_TIMEOUT,
             Error::OutOfMemory(_) => TZ_ERR_OUT_OF_MEMORY,
             Error::Internal(_) => TZ_ERR_INTERNAL,
+            Error::ObjectStore { .. } => TZ_ERR_OBJECT_STORE,
+            Error::AccessDenied { .. } => TZ_ERR_ACCESS_DENIED,
         }
     }
 }

@@ -121,7 +121,12 @@ pub struct tz_config {
     pub backend: u32,
     /// A `tz_index_location`.
     pub index_location: u32,
-    /// Folder of the Zarr v3 store the library writes; NULL for none.
+    /// Folder of the Zarr v3 store the library writes; NULL for none. An
+    /// `s3://bucket/prefix` URL names an object store (S3 or compatible):
+    /// its endpoint comes from AWS_ENDPOINT_URL (path-style; an http://
+    /// endpoint is accepted), its region from AWS_REGION, its credentials
+    /// from the standard AWS sources (environment, AWS_PROFILE in the shared
+    /// credentials file, web identity, instance metadata). Since 0.3.
     pub store_path: *const c_char,
     /// Non-zero: replace an existing store at `store_path`.
     pub overwrite: i32,
@@ -177,6 +182,21 @@ pub struct tz_metrics {
     pub backend: u32,
     /// Why that backend was chosen, NUL-terminated (truncated to fit).
     pub backend_reason: [c_char; 256],
+}
+
+/// What an object store stream has uploaded, at the moment of the call
+/// (tz_get_upload_metrics; zero for other streams). A struct of its own, so
+/// that tz_metrics keeps its size for callers built against older headers.
+/// Since 0.3.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_upload_metrics {
+    /// Bytes the server accepted (shards, their parts, zarr.json).
+    pub bytes_uploaded: u64,
+    /// Objects complete (a multipart object counts once).
+    pub objects_uploaded: u64,
+    /// Object uploads started and not yet complete or failed.
+    pub uploads_in_flight: u64,
 }
 
 /// The memory a configuration needs (tz_estimate_memory).

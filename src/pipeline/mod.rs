@@ -16,7 +16,7 @@ use crate::backend::{self, Backend, BackendKind, StagingBuffer};
 use crate::config::{Config, Validated};
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
-use crate::sink::{FsStore, ShardSink, Tee};
+use crate::sink::{FsStore, S3Store, ShardSink, StreamHooks, Tee};
 use shared::Shared;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
@@ -97,8 +97,10 @@ impl Stream {
         if let Some(sink) = sink {
             sinks.push(sink);
         }
-        if parts.v.config.store.is_some() {
-            sinks.push(Box::new(FsStore::create(&parts.v)?));
+        match &parts.v.config.store {
+            Some(store) if store.url.is_some() => sinks.push(Box::new(S3Store::create(&parts.v)?)),
+            Some(_) => sinks.push(Box::new(FsStore::create(&parts.v)?)),
+            None => {}
         }
         let sink: Box<dyn ShardSink> = match sinks.len() {
             1 => sinks.pop().expect("one sink"),
@@ -318,7 +320,7 @@ impl Parts {
     }
 
     /// Starts the pipeline's threads on `sink`.
-    fn start(self, sink: Box<dyn ShardSink>) -> Result<Stream> {
+    fn start(self, mut sink: Box<dyn ShardSink>) -> Result<Stream> {
         let Parts {
             v,
             backend,
@@ -328,6 +330,15 @@ impl Parts {
         } = self;
         let copy_threads = copy_threads(selection.kind);
         let shared = Arc::new(Shared::new(selection));
+        let poisoned = Arc::downgrade(&shared);
+        sink.attach(&StreamHooks {
+            poison: Arc::new(move |e| {
+                if let Some(s) = poisoned.upgrade() {
+                    s.poison(e)
+                }
+            }),
+            uploads: shared.metrics.uploads.clone(),
+        });
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
         let n = staging.len();
         let (free_tx, free_rx) = mpsc::channel();

@@ -1,16 +1,30 @@
 //! Where complete shards go: the [`ShardSink`] trait, the filesystem Zarr v3
-//! store, a sink that discards (benchmarks), and a fan-out.
+//! store, the object store (S3 and compatible), a sink that discards
+//! (benchmarks), and a fan-out.
 
 mod fs;
+mod object;
 mod zarr_json;
 
 #[doc(hidden)]
 pub use fs::sync_calls as fs_sync_calls;
 pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
+pub use object::S3Store;
 pub use zarr_json::zarr_json;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::metrics::UploadCounters;
 use crate::shard::Shard;
+use std::sync::Arc;
+
+/// What a sink may use of the stream it serves: a sink whose work goes on
+/// after `emit` returns (uploads) reports a failure and its counters here.
+#[derive(Clone)]
+pub struct StreamHooks {
+    /// Poisons the stream (the first failure wins).
+    pub poison: Arc<dyn Fn(Error) + Send + Sync>,
+    pub uploads: Arc<UploadCounters>,
+}
 
 /// Receives complete shards, one call at a time, in completion order, on a
 /// library thread.
@@ -25,9 +39,13 @@ pub trait ShardSink: Send {
     }
 
     /// The stream is complete: `planes` planes were written along dimension 0.
+    /// Returns once everything the sink was given is stored.
     fn finish(&mut self, _planes: u64) -> Result<()> {
         Ok(())
     }
+
+    /// Called once before the first shard, with the stream's hooks.
+    fn attach(&mut self, _hooks: &StreamHooks) {}
 }
 
 /// Drops every shard: measures the pipeline without the disk.
@@ -52,6 +70,9 @@ impl ShardSink for Tee {
     }
     fn finish(&mut self, planes: u64) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.finish(planes))
+    }
+    fn attach(&mut self, hooks: &StreamHooks) {
+        self.0.iter_mut().for_each(|s| s.attach(hooks))
     }
 }
 

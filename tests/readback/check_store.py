@@ -4,11 +4,16 @@ with the raw frames it was written from.
 
     check_store.py --store DIR --raw FILE --dtype NAME --shape a,b,c[,...]
                    [--readers zarr,tensorstore] [--allow-unsharded]
-    check_store.py --manifest FILE [--min N]
+    check_store.py --manifest FILE [--min N] [--endpoint http://host:port]
+    check_store.py --store s3://bucket/prefix --endpoint http://host:port ...
 
 A manifest holds one store per line: store, raw, dtype and shape, separated by
 tabs; every store is checked in this one process (the readers' imports are paid
 once), and fewer than N lines is an error.
+
+A store may be a folder or an object store: `s3://bucket/prefix` with
+--endpoint, read by zarr-python through s3fs and by tensorstore's `s3`
+kvstore, credentials from the environment (AWS_ACCESS_KEY_ID, ...).
 
 The raw file holds little-endian, row-major elements of the array exactly as
 the producer received them. It may be shorter than the array (the stream ended
@@ -53,7 +58,9 @@ class Mismatch(Exception):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--store", required=True, help="directory of the Zarr v3 array")
+    p.add_argument("--store", required=True,
+                   help="directory of the Zarr v3 array, or s3://bucket/prefix")
+    p.add_argument("--endpoint", help="the S3 endpoint of an s3:// store (http://host:port)")
     p.add_argument("--raw", required=True, help="raw little-endian row-major elements")
     p.add_argument("--dtype", required=True, choices=DTYPES, help="Zarr v3 data type name")
     p.add_argument("--shape", required=True, help="array shape, comma separated")
@@ -80,13 +87,34 @@ def fmt_shape(shape):
     return ",".join(str(int(s)) for s in shape)
 
 
-def check_metadata(store, dtype_name, shape, allow_unsharded):
-    """Check zarr.json directly, so a wrong store is reported plainly."""
+def is_s3(store):
+    return store.startswith("s3://")
+
+
+def s3_split(store):
+    bucket, _, prefix = store[len("s3://"):].partition("/")
+    return bucket, prefix.strip("/")
+
+
+def read_zarr_json(store, endpoint):
+    if is_s3(store):
+        import s3fs
+        fs = s3fs.S3FileSystem(endpoint_url=endpoint)
+        path = store[len("s3://"):].rstrip("/") + "/zarr.json"
+        if not fs.exists(path):
+            raise CheckError("%s: no zarr.json (not a Zarr v3 node)" % store)
+        with fs.open(path, "rb") as f:
+            return json.load(f)
     path = os.path.join(store, "zarr.json")
     if not os.path.isfile(path):
         raise CheckError("%s: no zarr.json (not a Zarr v3 node)" % store)
     with open(path, "rb") as f:
-        meta = json.load(f)
+        return json.load(f)
+
+
+def check_metadata(store, dtype_name, shape, allow_unsharded, endpoint=None):
+    """Check zarr.json directly, so a wrong store is reported plainly."""
+    meta = read_zarr_json(store, endpoint)
     if meta.get("zarr_format") != 3 or meta.get("node_type") != "array":
         raise CheckError("%s: zarr.json is not a Zarr v3 array (zarr_format=%r node_type=%r)"
                          % (store, meta.get("zarr_format"), meta.get("node_type")))
@@ -107,9 +135,12 @@ def check_metadata(store, dtype_name, shape, allow_unsharded):
 class ZarrReader:
     name = "zarr"
 
-    def __init__(self, store):
+    def __init__(self, store, endpoint=None):
         import zarr
-        self.arr = zarr.open_array(store, mode="r")
+        if is_s3(store):  # through fsspec's s3fs
+            self.arr = zarr.open_array(store, mode="r", storage_options={"endpoint_url": endpoint})
+        else:
+            self.arr = zarr.open_array(store, mode="r")
         self.shape = tuple(int(s) for s in self.arr.shape)
         self.dtype = np.dtype(self.arr.dtype)
 
@@ -120,9 +151,16 @@ class ZarrReader:
 class TensorstoreReader:
     name = "tensorstore"
 
-    def __init__(self, store):
+    def __init__(self, store, endpoint=None):
         import tensorstore as ts
-        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": os.path.abspath(store)}}
+        if is_s3(store):
+            bucket, prefix = s3_split(store)
+            kv = {"driver": "s3", "bucket": bucket, "path": prefix + "/" if prefix else "",
+                  "endpoint": endpoint,
+                  "aws_region": os.environ.get("AWS_REGION", "us-east-1")}
+        else:
+            kv = {"driver": "file", "path": os.path.abspath(store)}
+        spec = {"driver": "zarr3", "kvstore": kv}
         self.arr = ts.open(spec, read=True, open=True).result()
         origin = tuple(int(x) for x in self.arr.domain.inclusive_min)
         if any(origin):
@@ -134,9 +172,9 @@ class TensorstoreReader:
         return np.asarray(self.arr[lo:hi].read().result())
 
 
-def open_reader(name, store):
+def open_reader(name, store, endpoint=None):
     try:
-        return {"zarr": ZarrReader, "tensorstore": TensorstoreReader}[name](store)
+        return {"zarr": ZarrReader, "tensorstore": TensorstoreReader}[name](store, endpoint)
     except CheckError:
         raise
     except Exception as e:  # the reader's own error, made readable
@@ -204,6 +242,7 @@ def check_manifest(argv):
     p = argparse.ArgumentParser(description="check every store of a manifest")
     p.add_argument("--manifest", required=True)
     p.add_argument("--min", type=int, default=1, help="fewest stores the manifest must list")
+    p.add_argument("--endpoint", help="the S3 endpoint of s3:// stores")
     a = p.parse_args(argv)
     with open(a.manifest) as f:
         rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
@@ -217,7 +256,10 @@ def check_manifest(argv):
             print("ERROR %s: bad line %r" % (a.manifest, row), file=sys.stderr)
             return 2
         store, raw, dtype, shape = row
-        status = max(status, main(["--store", store, "--raw", raw, "--dtype", dtype, "--shape", shape]))
+        args = ["--store", store, "--raw", raw, "--dtype", dtype, "--shape", shape]
+        if a.endpoint:
+            args += ["--endpoint", a.endpoint]
+        status = max(status, main(args))
     print("checked %d stores" % len(rows), flush=True)
     return status
 
@@ -229,7 +271,10 @@ def main(argv=None):
     a = parse_args(argv)
     dtype = np.dtype(a.dtype)
     try:
-        if not os.path.isdir(a.store):
+        if is_s3(a.store):
+            if not a.endpoint:
+                raise CheckError("an s3:// store needs --endpoint")
+        elif not os.path.isdir(a.store):
             raise CheckError("store %s is not a directory" % a.store)
         if not os.path.isfile(a.raw):
             raise CheckError("raw file %s not found" % a.raw)
@@ -238,7 +283,7 @@ def main(argv=None):
             raise CheckError("raw file %s: %d bytes is not a whole number of %s elements"
                              % (a.raw, raw_size, a.dtype))
         n_raw = raw_size // dtype.itemsize
-        check_metadata(a.store, a.dtype, a.shape, a.allow_unsharded)
+        check_metadata(a.store, a.dtype, a.shape, a.allow_unsharded, a.endpoint)
         total = int(np.prod(a.shape, dtype=np.int64))
         if n_raw > total:
             raise CheckError("raw file %s holds %d elements, more than the %d of shape %s"
@@ -256,7 +301,7 @@ def main(argv=None):
     status = 0
     for name in a.readers:
         try:
-            reader = open_reader(name, a.store)
+            reader = open_reader(name, a.store, a.endpoint)
             compare_reader(reader, a.store, a.raw, dtype, a.shape, n_raw, a.slab_bytes)
             print("OK %s %s shape=%s dtype=%s" % (name, a.store, fmt_shape(a.shape), a.dtype), flush=True)
         except Mismatch as e:

@@ -36,6 +36,7 @@ pub fn run(
                 path: path.to_path_buf(),
                 overwrite: true,
                 fsync: *fsync,
+                ..Default::default()
             });
             None
         }

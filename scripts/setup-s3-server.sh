@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the S3-compatible server the object store tests run against:
+# s3s-fs from crates.io (an S3 server over a folder: what it holds survives
+# a restart, so a test can kill it mid-stream and look at what is left).
+#
+#   S3FS=$(scripts/setup-s3-server.sh | tail -1)
+#
+# Environment:
+#   TZ_S3FS_ROOT  where to install it (default: <repo>/.s3-server)
+#
+# Idempotent: an installed binary of this version is reused. Progress goes
+# to stderr; the last (and only) line on stdout is the binary's path.
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$script_dir/.." && pwd)"
+root="${TZ_S3FS_ROOT:-$repo/.s3-server}"
+# 0.14.1: the newest release that builds with the Rust toolchain CI has.
+version=0.14.1
+bin="$root/bin/s3s-fs"
+stamp="$root/.version"
+
+if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
+    echo "setup-s3-server: s3s-fs $version at $bin" >&2
+    echo "$bin"
+    exit 0
+fi
+echo "setup-s3-server: installing s3s-fs $version (cargo install, a few minutes)" >&2
+start=$(date +%s)
+cargo install --quiet --locked --features binary --root "$root" "s3s-fs@$version" >&2
+echo "$version" >"$stamp"
+echo "setup-s3-server: installed in $(($(date +%s) - start)) s" >&2
+echo "$bin"

@@ -1,0 +1,106 @@
+//! The S3 client of an object store: endpoint, region and credentials from
+//! the configuration and the standard AWS sources, retries with backoff, and
+//! the runtime its requests run on.
+
+use super::credentials::Env;
+use crate::config::{ObjectUrl, Store};
+use crate::error::{Error, Result};
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+use std::time::Duration;
+
+/// Retries of one request on throttling (429, 503 SlowDown), 5xx answers,
+/// timeouts and broken connections: about 15 s of backoff in all.
+fn retry_config(max_retries: usize) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(8),
+            base: 2.0,
+        },
+        max_retries,
+        retry_timeout: Duration::from_secs(60),
+    }
+}
+
+/// Retries of the data requests.
+pub const RETRIES: usize = 6;
+/// Retries of the request that checks the store at create: a server that
+/// does not answer is reported at once rather than after a minute.
+pub const PROBE_RETRIES: usize = 1;
+
+/// The process's TLS provider for the client (ring), unless the host
+/// program installed one already.
+fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Err only when another thread installed one meanwhile: also fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A client for the store at `url`, with `retries` per request.
+pub fn connect(store: &Store, url: &ObjectUrl, retries: usize) -> Result<AmazonS3> {
+    install_tls_provider();
+    let var = |k: &str| std::env::var(k).ok();
+    let env = Env(&var);
+    // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    // AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, web identity and
+    // container credentials.
+    let mut b = AmazonS3Builder::from_env()
+        .with_bucket_name(&url.bucket)
+        .with_retry(retry_config(retries))
+        .with_client_options(
+            ClientOptions::new()
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_timeout(Duration::from_secs(120)),
+        );
+    if env.0("AWS_ACCESS_KEY_ID").is_none() {
+        if let Some(k) = env.profile_keys() {
+            b = b
+                .with_access_key_id(k.key_id)
+                .with_secret_access_key(k.secret);
+            if let Some(t) = k.token {
+                b = b.with_token(t);
+            }
+        }
+    }
+    let region = store
+        .region
+        .clone()
+        .or_else(|| var("AWS_REGION"))
+        .or_else(|| var("AWS_DEFAULT_REGION"))
+        .or_else(|| env.profile_region());
+    if let Some(r) = region {
+        b = b.with_region(r);
+    }
+    let endpoint = store
+        .endpoint
+        .clone()
+        .or_else(|| var("AWS_ENDPOINT_URL_S3"))
+        .or_else(|| var("AWS_ENDPOINT_URL"));
+    if let Some(e) = endpoint {
+        // Path-style addressing: on-premises servers rarely resolve
+        // bucket names as host names. An http:// endpoint is taken as
+        // meant (a local server, a test).
+        b = b
+            .with_allow_http(e.starts_with("http://"))
+            .with_endpoint(e.trim_end_matches('/'))
+            .with_virtual_hosted_style_request(false);
+    }
+    b.build().map_err(|e| Error::ObjectStore {
+        what: "configuring the client for",
+        url: format!("s3://{}/{}", url.bucket, url.prefix),
+        message: e.to_string(),
+    })
+}
+
+/// The runtime the store's requests run on: two threads of its own, so
+/// that uploads never run on (or wait for) the caller's threads.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("tz-upload")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Internal(format!("starting the upload threads: {e}")))
+}
