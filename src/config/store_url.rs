@@ -35,9 +35,18 @@ impl ObjectUrl {
                 "the key prefix {prefix:?} in {url:?} has an empty, '.' or '..' part"
             )));
         }
-        if prefix.contains(['?', '#']) || prefix.chars().any(char::is_control) {
+        // Characters the client would percent-encode into the key: the
+        // objects would not be where the URL says.
+        const ENCODED: &[char] = &[
+            '\\', '{', '}', '^', '%', '`', '[', ']', '"', '<', '>', '~', '#', '|', '*', '?',
+        ];
+        if let Some(c) = prefix
+            .chars()
+            .find(|c| ENCODED.contains(c) || c.is_control())
+        {
             return Err(bad(format!(
-                "the key prefix {prefix:?} in {url:?} has '?', '#' or a control character"
+                "the key prefix {prefix:?} in {url:?} has {c:?}, which object keys here may not \
+                 hold (use letters, digits, spaces and - _ . /)"
             )));
         }
         Ok(ObjectUrl {
@@ -122,6 +131,8 @@ mod tests {
             ("s3://ab/x", "3 to 63"),
             ("s3://bucket/a/../b", "'..'"),
             ("s3://bucket/a//b", "empty"),
+            ("s3://bucket/a~b", "'~'"),
+            ("s3://bucket/run?x", "'?'"),
         ] {
             let e = ObjectUrl::parse(url).unwrap_err();
             assert_eq!(e.field, "store.url");

@@ -54,7 +54,7 @@ pub fn connect(store: &Store, url: &ObjectUrl, retries: usize) -> Result<AmazonS
                 .with_connect_timeout(Duration::from_secs(5))
                 .with_timeout(Duration::from_secs(120)),
         );
-    if env.0("AWS_ACCESS_KEY_ID").is_none() {
+    if var("AWS_ACCESS_KEY_ID").is_none_or(|k| k.is_empty()) {
         if let Some(k) = env.profile_keys() {
             b = b
                 .with_access_key_id(k.key_id)
