@@ -23,6 +23,8 @@ pub fn class_name(e: &Error) -> &'static str {
         Error::Timeout(_) => "WriteTimeoutError",
         Error::OutOfMemory(_) => "OutOfMemoryError",
         Error::Internal(_) => "InternalError",
+        Error::ObjectStore { .. } => "ObjectStoreError",
+        Error::AccessDenied { .. } => "AccessDeniedError",
     }
 }
 

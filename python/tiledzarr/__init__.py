@@ -34,8 +34,10 @@ from ._errors import (
     ConfigError,
     FinishedError,
     GpuError,
+    AccessDeniedError,
     InternalError,
     InvalidArgumentError,
+    ObjectStoreError,
     NullArgumentError,
     OutOfMemoryError,
     SinkError,
@@ -70,6 +72,8 @@ __all__ = [
     "WriteTimeoutError",
     "OutOfMemoryError",
     "InternalError",
+    "ObjectStoreError",
+    "AccessDeniedError",
 ]
 
 #: A configuration: a dict (the JSON schema as Python values), or a JSON string.

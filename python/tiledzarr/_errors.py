@@ -18,6 +18,8 @@ __all__ = [
     "WriteTimeoutError",
     "OutOfMemoryError",
     "InternalError",
+    "ObjectStoreError",
+    "AccessDeniedError",
 ]
 
 
@@ -119,3 +121,18 @@ class InternalError(TiledZarrError):
     """TZ_ERR_INTERNAL: a bug in the library (a caught panic)."""
 
     status = 13
+
+
+class ObjectStoreError(TiledZarrError, OSError):
+    """TZ_ERR_OBJECT_STORE: an object store request failed after its
+    retries (server unreachable, no such bucket, an error answer); the
+    message names the object's URL and the server's answer."""
+
+    status = 14
+
+
+class AccessDeniedError(TiledZarrError, PermissionError):
+    """TZ_ERR_ACCESS_DENIED: the object store refused the credentials, or
+    none were found."""
+
+    status = 15
