@@ -136,7 +136,8 @@ fi
 
 step "CMake package: build, install to a temporary prefix"
 prefix="$work/prefix"
-cmake -S cmake -B "$work/build-pkg"
+# The crate's dependencies are already built in target/: reuse them.
+cmake -S cmake -B "$work/build-pkg" -DTZ_CARGO_TARGET="$repo/target"
 cmake --build "$work/build-pkg"
 cmake --install "$work/build-pkg" --prefix "$prefix"
 for f in include/tiledzarr.h include/tiledzarr.hpp lib/libtiledzarr.a "lib/libtiledzarr.so.$version" \
