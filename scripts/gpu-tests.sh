@@ -154,8 +154,13 @@ python_phase() {
     "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard --bytes "$bytes" --reps 2 \
         --no-ceilings --out "$results/python-tz-bench-cam-32.json" || return 1
     "$here/bin/synth_raw" "$results/cam-32-pool.raw" 64 || return 1
+    # The machine's numpy may live where a venv does not look (a user site):
+    # name its folder.
+    local numpy_site
+    numpy_site=$(python3 -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))') || return 1
     # Nothing names nvCOMP: the package finds the wheel in its environment.
     env -u TZ_NVCOMP_LIBRARY LD_LIBRARY_PATH="$ld_library_path_before" \
+        PYTHONPATH="$numpy_site${PYTHONPATH:+:$PYTHONPATH}" \
         "$venv/bin/python" "$here/python/bench_numpy.py" "$results" --raw "$results/cam-32-pool.raw" \
         --bytes "$bytes" --reps 2 --backend gpu \
         --compare "$results/python-tz-bench-cam-32.json" --min-ratio 0.9 --nvcomp-from-environment
