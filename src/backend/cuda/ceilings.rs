@@ -6,7 +6,7 @@
 //! warm-up run; the caller picks the best (and the median) of the runs.
 
 use super::driver::{self, gpu_err, Context, DeviceBuffer, Event, PinnedBuffer, Stream};
-use crate::config::{Cname, Codec};
+use crate::config::Codec;
 use crate::error::{Error, Result};
 use nvcomp_sys::{Algorithm, CompressBatch, CompressOpts, Nvcomp};
 
@@ -178,21 +178,7 @@ pub fn host_to_pinned<'a>(
     })
 }
 
-/// nvCOMP's compressor for `codec` (blosc: the inner one) and its
-/// deflate/gzip algorithm; `None` for `none`.
-pub fn nvcomp_compressor(codec: Codec) -> Option<(Algorithm, i32)> {
-    use super::codec::deflate_algorithm;
-    match codec {
-        Codec::None => None,
-        Codec::Zstd { .. } => Some((Algorithm::Zstd, 0)),
-        Codec::Gzip { level } => Some((Algorithm::Gzip, deflate_algorithm(level))),
-        Codec::Blosc { level, cname, .. } => Some(match cname {
-            Cname::Zstd => (Algorithm::Zstd, 0),
-            Cname::Lz4 => (Algorithm::Lz4, 0),
-            Cname::Zlib => (Algorithm::Deflate, deflate_algorithm(level)),
-        }),
-    }
-}
+pub use super::codec::nvcomp_compressor;
 
 /// Times the nvCOMP compressor of `codec` over `tiles` (back to back,
 /// `tile_bytes` each, of elements of `elem_size` bytes) as the GPU backend

@@ -63,15 +63,9 @@ impl NvBlosc {
         24 + if self.cname == Cname::Zlib { 2 } else { 0 }
     }
 
-    /// The flags byte (c-blosc's README_CHUNK_FORMAT): the shuffle, "don't
-    /// split" (one stream per block), and the inner codec in bits 5-7.
+    /// The flags byte, as the CPU twin of the framing writes it.
     fn flags(&self) -> u32 {
-        let shuffle = match self.shuffle {
-            Shuffle::None => 0,
-            Shuffle::Byte => 0x1,
-            Shuffle::Bit => 0x4,
-        };
-        shuffle | 0x10 | (u32::from(crate::codec::blosc_cname(self.cname).header_code()) << 5)
+        u32::from(crate::codec::blosc_block::flags(self.shuffle, self.cname))
     }
 }
 

@@ -114,35 +114,33 @@ pub trait GpuCodec: Send {
 /// The GPU codec of `codec` for elements of `elem_size` bytes; `None` for
 /// `none` (tiles stored as they are).
 pub fn load(codec: Codec, elem_size: usize) -> Result<Option<Box<dyn GpuCodec>>> {
-    let unavailable = |e: nvcomp_sys::Error| Error::BackendUnavailable(e.to_string());
+    let Some((algorithm, deflate)) = nvcomp_compressor(codec) else {
+        return Ok(None);
+    };
+    let inner = nvcomp::NvBatched::load(algorithm, deflate)
+        .map_err(|e| Error::BackendUnavailable(e.to_string()))?;
     Ok(Some(match codec {
-        Codec::None => return Ok(None),
-        Codec::Zstd { .. } => {
-            Box::new(nvcomp::NvBatched::load(Algorithm::Zstd, 0).map_err(unavailable)?)
-        }
-        Codec::Gzip { level } => Box::new(
-            nvcomp::NvBatched::load(Algorithm::Gzip, nvcomp::deflate_algorithm(level))
-                .map_err(unavailable)?,
-        ),
         Codec::Blosc {
             level,
             shuffle,
             cname,
-        } => {
-            let inner =
-                nvcomp::NvBatched::load(inner_algorithm(cname), nvcomp::deflate_algorithm(level))
-                    .map_err(unavailable)?;
-            Box::new(blosc::NvBlosc::new(inner, level, shuffle, cname, elem_size))
-        }
+        } => Box::new(blosc::NvBlosc::new(inner, level, shuffle, cname, elem_size)),
+        _ => Box::new(inner),
     }))
 }
 
-/// nvCOMP's compressor inside a blosc frame of `cname`.
-fn inner_algorithm(cname: Cname) -> Algorithm {
-    match cname {
-        Cname::Zstd => Algorithm::Zstd,
-        Cname::Lz4 => Algorithm::Lz4,
-        Cname::Zlib => Algorithm::Deflate,
+/// nvCOMP's compressor for `codec` (blosc: the one inside its frames) and
+/// its deflate/gzip algorithm; `None` for `none`.
+pub fn nvcomp_compressor(codec: Codec) -> Option<(Algorithm, i32)> {
+    match codec {
+        Codec::None => None,
+        Codec::Zstd { .. } => Some((Algorithm::Zstd, 0)),
+        Codec::Gzip { level } => Some((Algorithm::Gzip, deflate_algorithm(level))),
+        Codec::Blosc { level, cname, .. } => Some(match cname {
+            Cname::Zstd => (Algorithm::Zstd, 0),
+            Cname::Lz4 => (Algorithm::Lz4, 0),
+            Cname::Zlib => (Algorithm::Deflate, deflate_algorithm(level)),
+        }),
     }
 }
 
