@@ -54,6 +54,11 @@ impl Compressor {
                 .zero_async(self.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
             self.last_shape = Some(shape);
         }
+        // A codec may write no stream (blosc at level 0 stores every chunk
+        // as it is): its statuses must then read as success, not as what
+        // the buffer held.
+        self.statuses
+            .zero_async(pools.chunks * 4, s, "clearing chunk statuses")?;
         let batch = Batch {
             tile_ptrs: self.in_ptrs[slot].ptr,
             tile_sizes: self.in_sizes.ptr,
