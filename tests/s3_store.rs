@@ -318,7 +318,10 @@ fn server_killed_mid_stream_poisons_naming_the_key_and_leaves_no_upload() {
             Instant::now() < deadline,
             "no multipart upload caught under way"
         );
-        if store.join("c/3/0/0").exists() && !srv.incomplete_uploads_with_parts().is_empty() {
+        // Shards complete out of order (parts go up in parallel): wait for
+        // the first four rows themselves, not only the fourth.
+        let four_rows = (0..4).all(|r| store.join(format!("c/{r}/0/0")).exists());
+        if four_rows && !srv.incomplete_uploads_with_parts().is_empty() {
             srv.freeze(true);
             let held = srv.incomplete_uploads_with_parts();
             if !held.is_empty() {
