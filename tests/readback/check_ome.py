@@ -16,6 +16,8 @@ tile, kind, unit, scale, translation, downsample), storage_order, multiscale
 (levels, method), ome and attributes are read, other keys are ignored. The
 store is OME-Zarr when "ome" is true or an object, or "multiscale" is given;
 otherwise it is a plain array (level 0 only, its zarr.json at the store root).
+multiscale.levels counts level 0; 0 (or absent) means as many as it takes
+until every downsampled bounded dimension fits in one tile.
 
 The raw file holds little-endian, row-major elements in acquisition order (the
 order of "dimensions", dimension 0 slowest). An unbounded dimension 0 (size 0)
@@ -147,7 +149,8 @@ class Spec:
         self.method = ms.get("method", "mean")
         if self.method not in METHODS:
             raise CheckError("%s: multiscale.method %r is not one of %s" % (where, self.method, METHODS))
-        levels = ms.get("levels", 1)
+        # levels absent from a multiscale block: 0, as many as it takes
+        levels = ms.get("levels", 0) if self.has_multiscale else 1
         if not isinstance(levels, int) or levels < 0:
             raise CheckError("%s: multiscale.levels %r" % (where, levels))
         self.levels = self._auto_levels() if levels == 0 else levels
@@ -836,6 +839,8 @@ def self_test():
                           {"name": "q", "size": 9, "tile": 2}]}
     s = Spec(cfg)
     T.check("auto levels", s.levels == 3, "got %d" % s.levels)       # y: 100, 50, 25 <= 32
+    T.check("levels default to auto", Spec(dict(cfg, multiscale={"method": "max"})).levels == 3)
+    T.check("no multiscale, one level", Spec(dict(cfg, multiscale=None, ome=True)).levels == 1)
     T.check("level shapes", s.level_shapes(5) == [[5, 100, 50, 9], [5, 50, 25, 9], [5, 25, 13, 9]],
             str(s.level_shapes(5)))
     T.check("axes", s.axes() == [{"name": "t", "type": "time"}, {"name": "y", "type": "space", "unit": "micrometer"},
