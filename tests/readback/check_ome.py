@@ -461,9 +461,12 @@ def check_group_meta(store, spec, shapes_st):
         raise Mismatch("%s.ome.multiscales must be a list of one object" % where)
     m = ms[0]
     where += ".ome.multiscales[0]"
-    allowed = {"name", "axes", "datasets", "type"}
+    allowed = {"name", "axes", "datasets", "type", "metadata"}  # metadata: OME's free-form block
     if set(m) - allowed or not {"axes", "datasets"} <= set(m):
-        raise Mismatch("%s: keys %s, expected axes, datasets and optionally name, type" % (where, sorted(m)))
+        raise Mismatch("%s: keys %s, expected axes, datasets and optionally name, type, metadata"
+                       % (where, sorted(m)))
+    if "metadata" in m and not isinstance(m["metadata"], dict):
+        raise Mismatch("%s.metadata %s is not an object" % (where, json.dumps(m["metadata"])))
     if spec.ome_name is not None:
         if m.get("name") != spec.ome_name:
             raise Mismatch("%s.name %r, expected %r" % (where, m.get("name"), spec.ome_name))
@@ -899,7 +902,7 @@ def self_test():
                 {"path": "1", "coordinateTransformations": [
                     {"type": "scale", "scale": [0.5, 1.0, 4.0, 0.5, 0.5]},
                     {"type": "translation", "translation": [0.0, 0.0, 1.0, 1.125, 0.125]}]}],
-            "type": "mean"}]}
+            "type": "mean", "metadata": {"method": "written by hand"}}]}
         plane = 3 * 2 * 7 * 5
         good_a = make("a", cfg_a, plane * 2 + 17, ome_a, seed=1)
         st, msg = check_store(*good_a)
