@@ -16,6 +16,7 @@ pub mod config;
 mod error;
 pub mod layout;
 pub mod memory;
+pub mod metadata;
 pub mod metrics;
 pub mod pipeline;
 pub mod shard;

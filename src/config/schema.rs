@@ -33,9 +33,109 @@ pub struct Config {
     /// GPU ordinal for the GPU backend.
     #[serde(default)]
     pub device: u32,
+    /// The dimension names, slowest first, in which the array is stored;
+    /// default: the order of `dimensions` (the order of the bytes).
+    /// Dimension 0 and the last dimension stay in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_order: Option<Vec<String>>,
+    /// A multiscale pyramid; implies `ome`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiscale: Option<Multiscale>,
+    /// Write an OME-Zarr image (OME-NGFF 0.5): `true` or `{"name": ...}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ome: Option<Ome>,
+    /// The user's own metadata: a JSON object written into the image
+    /// group's attributes (the array's without OME), beside `ome`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<serde_json::Value>,
+}
+
+/// A multiscale pyramid: `levels` arrays (level 0 included), each halving
+/// the downsampled dimensions of the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Multiscale {
+    /// Levels, level 0 included; 0 = until every downsampled dimension fits
+    /// in one tile.
+    #[serde(default)]
+    pub levels: u32,
+    #[serde(default)]
+    pub method: Method,
+}
+
+/// How a level summarises each window of the level below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// The mean, rounded to nearest (integers: ties to even).
+    #[default]
+    Mean,
+    Min,
+    Max,
+    /// The lower median: the ceil(n/2)-th smallest of the n elements.
+    Median,
+    /// The window's first element.
+    Decimate,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Mean => "mean",
+            Method::Min => "min",
+            Method::Max => "max",
+            Method::Median => "median",
+            Method::Decimate => "decimate",
+        }
+    }
+}
+
+/// `"ome": true` or `"ome": {"name": "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Ome {
+    Enabled(bool),
+    Named(OmeName),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OmeName {
+    pub name: String,
+}
+
+/// What an axis is, in OME-NGFF's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AxisKind {
+    Time,
+    Channel,
+    Space,
+    Other,
+}
+
+impl AxisKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AxisKind::Time => "time",
+            AxisKind::Channel => "channel",
+            AxisKind::Space => "space",
+            AxisKind::Other => "other",
+        }
+    }
+
+    /// The default kind of a dimension named `name`.
+    pub fn from_name(name: &str) -> AxisKind {
+        match name {
+            "t" => AxisKind::Time,
+            "c" => AxisKind::Channel,
+            "z" | "y" | "x" => AxisKind::Space,
+            _ => AxisKind::Other,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dimension {
     /// Becomes the Zarr `dimension_names` entry; default `d<i>`.
@@ -48,6 +148,48 @@ pub struct Dimension {
     /// Tiles per shard along this dimension; 0 = all.
     #[serde(default = "one")]
     pub tiles_per_shard: u64,
+    /// What the axis is; default from the name (`t` time, `c` channel,
+    /// `z`/`y`/`x` space, else other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AxisKind>,
+    /// An OME-NGFF unit name (`"micrometer"`, `"second"`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Physical size of one element (default 1.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
+    /// Physical position of element 0 (default 0.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub translation: Option<f64>,
+    /// Whether pyramid levels halve this dimension; default: space
+    /// dimensions of more than one element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downsample: Option<bool>,
+}
+
+impl Dimension {
+    /// A dimension with the defaults for everything but its extent.
+    pub fn new(size: u64, tile: u64, tiles_per_shard: u64) -> Dimension {
+        Dimension {
+            name: None,
+            size,
+            tile,
+            tiles_per_shard,
+            kind: None,
+            unit: None,
+            scale: None,
+            translation: None,
+            downsample: None,
+        }
+    }
+
+    /// The same, named.
+    pub fn named(name: &str, size: u64, tile: u64, tiles_per_shard: u64) -> Dimension {
+        Dimension {
+            name: Some(name.into()),
+            ..Dimension::new(size, tile, tiles_per_shard)
+        }
+    }
 }
 
 fn one() -> u64 {

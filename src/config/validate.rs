@@ -1,6 +1,6 @@
 //! Validation: every rule checked once, before anything is allocated.
 
-use super::{check_endpoint, Codec, Config, ConfigError, ObjectUrl, Store};
+use super::{check_endpoint, image, Codec, Config, ConfigError, Image, ObjectUrl, Store};
 use crate::layout::{Dim, Layout, LayoutError};
 use std::ops::RangeInclusive;
 
@@ -47,6 +47,9 @@ pub struct Validated {
     pub epochs_per_buffer: u64,
     /// Worker threads, 0 resolved to the machine's cores.
     pub threads: usize,
+    /// Axes, storage order, pyramid levels and attributes. `layout` is
+    /// level 0's layout (in storage order): `image.levels[0]`.
+    pub image: Image,
 }
 
 impl Config {
@@ -77,12 +80,15 @@ impl Config {
             DEFAULT_STAGING_BYTES,
             TARGET_BUFFER_BYTES,
         )?;
-        let names = self
+        let names: Vec<String> = self
             .dimensions
             .iter()
             .enumerate()
             .map(|(i, d)| d.name.clone().unwrap_or_else(|| format!("d{i}")))
             .collect();
+        let image = image::validate(self, layout, &names)?;
+        let layout = image.levels[0].clone();
+        let names = image.stored_axes().map(|a| a.name.clone()).collect();
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n as usize,
@@ -94,6 +100,7 @@ impl Config {
             staging_buffers,
             epochs_per_buffer,
             threads,
+            image,
         })
     }
 }

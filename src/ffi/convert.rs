@@ -54,9 +54,7 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         let name = unsafe { read_str(d.name, &format!("dimensions[{i}].name")) }?;
         dimensions.push(Dimension {
             name,
-            size: d.size,
-            tile: d.tile,
-            tiles_per_shard: d.tiles_per_shard,
+            ..Dimension::new(d.size, d.tile, d.tiles_per_shard)
         });
     }
     let codec = match c.codec {
@@ -114,5 +112,9 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         threads: c.threads,
         staging_bytes: (c.staging_bytes != 0).then_some(c.staging_bytes),
         device: c.device,
+        storage_order: None,
+        multiscale: None,
+        ome: None,
+        attributes: None,
     })
 }

@@ -80,6 +80,8 @@ pub enum LayoutError {
         "dimensions[{0}]: one epoch (tile[0] planes) or its tile pool overflows the address space"
     )]
     EpochTooLarge(usize),
+    #[error("storage_order: {0:?} is not a permutation that keeps dimension 0 first and the last dimension last")]
+    SourceOrder(Vec<usize>),
 }
 
 /// Checks every rule and that every product the layout derives fits.

@@ -30,6 +30,7 @@
 //! the position within the shard. A shard holds `tps[0] · T_inner` chunks.
 
 mod dims;
+pub mod pyramid;
 mod scatter;
 
 pub use dims::{
@@ -55,6 +56,13 @@ pub struct Layout {
     tiles_per_epoch: u64,
     shards_per_row: u64,
     chunks_per_shard_epoch: u64,
+    /// The storage order's source: stored dimension `d` is dimension
+    /// `source_order[d]` of the input (identity unless a storage order
+    /// was given).
+    source_order: Vec<usize>,
+    /// Element stride in an epoch's input of one step along stored
+    /// dimension `d` (dimension 0: one plane).
+    src_stride: Vec<u64>,
 }
 
 impl Layout {
@@ -86,6 +94,8 @@ impl Layout {
         let tiles_per_epoch = tile_count[inner.clone()].iter().product();
         let shards_per_row = shard_count[inner.clone()].iter().product();
         let chunks_per_shard_epoch = tps[inner].iter().product();
+        let source_order: Vec<usize> = (0..dims.len()).collect();
+        let src_stride = row_major_strides(dims);
         Ok(Layout {
             dims: dims.to_vec(),
             elem_size,
@@ -97,7 +107,47 @@ impl Layout {
             tiles_per_epoch,
             shards_per_row,
             chunks_per_shard_epoch,
+            source_order,
+            src_stride,
         })
+    }
+
+    /// This layout (in storage order) fed from input in another order:
+    /// stored dimension `d` is dimension `source_order[d]` of the input,
+    /// whose row-major planes the epochs still are. Dimension 0 (the axis
+    /// planes arrive along) and the last dimension (the rows copied whole)
+    /// must stay in place; `source_order` must be a permutation.
+    pub fn with_source_order(mut self, source_order: &[usize]) -> Result<Layout, LayoutError> {
+        let rank = self.rank();
+        let mut seen = vec![false; rank];
+        let valid = source_order.len() == rank
+            && source_order.iter().all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
+            && source_order[0] == 0
+            && source_order[rank - 1] == rank - 1;
+        if !valid {
+            return Err(LayoutError::SourceOrder(source_order.to_vec()));
+        }
+        // The input's dimensions: stored dimension d sits at input position
+        // source_order[d].
+        let mut input = self.dims.clone();
+        for (d, &a) in source_order.iter().enumerate() {
+            input[a] = self.dims[d];
+        }
+        let input_strides = row_major_strides(&input);
+        self.src_stride = source_order.iter().map(|&a| input_strides[a]).collect();
+        self.source_order = source_order.to_vec();
+        Ok(self)
+    }
+
+    /// Stored dimension `d` is input dimension `source_order()[d]`.
+    pub fn source_order(&self) -> &[usize] {
+        &self.source_order
+    }
+
+    /// Element stride in an epoch's input of one step along stored
+    /// dimension `d` (dimension 0: one plane).
+    pub fn src_stride(&self) -> &[u64] {
+        &self.src_stride
     }
 
     pub fn rank(&self) -> usize {
@@ -288,6 +338,19 @@ impl Layout {
         let last = self.dims[self.rank() - 1];
         last.tile.min(last.size - j * last.tile)
     }
+}
+
+/// Row-major element strides of `dims` (dimension 0: one plane).
+fn row_major_strides(dims: &[Dim]) -> Vec<u64> {
+    let mut strides = vec![0u64; dims.len()];
+    let mut s = 1u64;
+    for d in (0..dims.len()).rev() {
+        strides[d] = s;
+        if d > 0 {
+            s *= dims[d].size;
+        }
+    }
+    strides
 }
 
 /// Row-major unravel of `i` against `shape` into `out` (same length).

@@ -30,7 +30,7 @@ impl TileGather {
         let mut extent = [0u64; MAX_RANK];
         let mut src_stride = [0u64; MAX_RANK];
         let mut dst_stride = [0u64; MAX_RANK];
-        let (mut src, mut dst) = (1u64, 1u64);
+        let mut dst = 1u64;
         let mut origin = 0u64;
         let mut clipped = false;
         for d in (0..rank).rev() {
@@ -41,11 +41,11 @@ impl TileGather {
                 tile.min(dims[d].size - t[d] * tile)
             };
             clipped |= extent[d] < tile;
-            src_stride[d] = src;
+            // The input may be in another order than the tiles (a storage
+            // order): its strides come from the layout.
+            src_stride[d] = layout.src_stride()[d];
             dst_stride[d] = dst;
-            origin += t[d] * tile * src;
-            // Along dimension 0 the input stride is one plane.
-            src *= if d == 0 { 0 } else { dims[d].size };
+            origin += t[d] * tile * src_stride[d];
             dst *= tile;
         }
         // Merge dimension d into d+1 where both sides are contiguous: the

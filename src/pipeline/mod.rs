@@ -7,6 +7,7 @@
 //! thread, which hands it back once the backend has read it. When no buffer
 //! is free, `write` returns 0 (busy) at once.
 
+mod pyramid;
 mod shared;
 mod workers;
 
@@ -16,7 +17,8 @@ use crate::backend::{self, Backend, BackendKind, StagingBuffer};
 use crate::config::{Config, Validated};
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
-use crate::sink::{FsStore, S3Store, ShardSink, StreamHooks, Tee};
+use crate::sink::{FsStore, S3Store, ShardSink, SharedAttributes, StreamHooks, Tee};
+use pyramid::Pyramid;
 use shared::Shared;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
@@ -209,6 +211,7 @@ impl Stream {
             layout.dims()[0].size
         };
         if let Some(jobs) = self.jobs.take() {
+            let planes = crate::metadata::level_planes(&self.config, planes);
             let _ = jobs.send(Job::Finish { planes });
         }
         for t in self.threads.drain(..) {
@@ -226,6 +229,19 @@ impl Stream {
             backend_reason: sel.reason.clone(),
             seconds: self.started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
         })
+    }
+
+    /// Replaces the user's attributes (a JSON object without the key
+    /// `ome`): the store writes them at its next metadata update and at
+    /// the flush. Refused once the stream is flushed.
+    pub fn set_attributes(&mut self, attributes: &serde_json::Value) -> Result<()> {
+        if self.finished.is_some() {
+            return Err(Error::Finished);
+        }
+        self.shared.check()?;
+        let map = crate::config::check_attributes(attributes)?;
+        self.shared.attributes.set(map);
+        Ok(())
     }
 
     /// Live counters.
@@ -298,7 +314,9 @@ struct Parts {
     backend: Box<dyn Backend>,
     selection: backend::Selection,
     staging: Vec<StagingBuffer>,
-    assembler: ShardAssembler,
+    /// One per pyramid level.
+    assemblers: Vec<ShardAssembler>,
+    pyramid: Option<Pyramid>,
 }
 
 impl Parts {
@@ -306,7 +324,17 @@ impl Parts {
         let (backend, selection) = backend::select(&mut v)?;
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
-        let assembler = ShardAssembler::new(&v.layout, v.config.index_location, max_chunk as u64)?;
+        let assemblers = v
+            .image
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                ShardAssembler::new(l, v.config.index_location, max_chunk as u64)
+                    .map(|a| a.for_level(k as u32))
+            })
+            .collect::<Result<_>>()?;
+        let pyramid = Pyramid::new(&v)?;
         let staging = (0..v.staging_buffers)
             .map(|_| backend.alloc_staging(buffer_bytes))
             .collect::<Result<_>>()?;
@@ -315,7 +343,8 @@ impl Parts {
             backend,
             selection,
             staging,
-            assembler,
+            assemblers,
+            pyramid,
         })
     }
 
@@ -326,10 +355,12 @@ impl Parts {
             backend,
             selection,
             staging,
-            assembler,
+            assemblers,
+            pyramid,
         } = self;
         let copy_threads = copy_threads(selection.kind);
-        let shared = Arc::new(Shared::new(selection));
+        let attributes = SharedAttributes::new(v.image.attributes.clone());
+        let shared = Arc::new(Shared::new(selection, attributes));
         let poisoned = Arc::downgrade(&shared);
         sink.attach(&StreamHooks {
             poison: Arc::new(move |e| {
@@ -338,6 +369,7 @@ impl Parts {
                 }
             }),
             uploads: shared.metrics.uploads.clone(),
+            attributes: shared.attributes.clone(),
         });
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
         let n = staging.len();
@@ -359,11 +391,12 @@ impl Parts {
             free_staging: free_tx,
             deliveries: del_tx,
             spare_epochs: spare_rx,
+            pyramid,
         };
         let delivery = DeliveryThread {
             shared: shared.clone(),
-            layout: v.layout.clone(),
-            assembler,
+            layouts: v.image.levels.clone(),
+            assemblers,
             sink,
             deliveries: del_rx,
             spare_epochs: spare_tx,

@@ -3,24 +3,29 @@
 use super::Metrics;
 use crate::backend::Selection;
 use crate::error::Error;
+use crate::sink::SharedAttributes;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 pub struct Shared {
     pub metrics: Metrics,
     pub selection: Selection,
     /// Set when the stream is dropped without `finish`: skip queued work.
     pub cancel: AtomicBool,
+    /// The user's attributes, replaceable until the flush.
+    pub attributes: Arc<SharedAttributes>,
     poisoned: AtomicBool,
     poison: Mutex<Option<Error>>,
 }
 
 impl Shared {
-    pub fn new(selection: Selection) -> Shared {
+    pub fn new(selection: Selection, attributes: SharedAttributes) -> Shared {
         Shared {
             metrics: Metrics::default(),
             selection,
             cancel: AtomicBool::new(false),
+            attributes: Arc::new(attributes),
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
         }

@@ -3,6 +3,7 @@
 //! assembles shards and calls the sink. Channels carry the work in order,
 //! and their bounds are the back-pressure that finally makes `write` busy.
 
+use super::pyramid::{Outlet, Pyramid};
 use super::{Shared, Stage};
 use crate::backend::{Backend, BatchJob, StagingBuffer};
 use crate::error::{Error, Result};
@@ -23,14 +24,15 @@ pub enum Job {
         buf: StagingBuffer,
         valid: usize,
     },
-    /// The stream is complete with `planes` planes along dimension 0.
-    Finish { planes: u64 },
+    /// The stream is complete with `planes[k]` planes along dimension 0
+    /// on level `k`.
+    Finish { planes: Vec<u64> },
 }
 
 /// Work for the delivery thread.
 pub enum Delivery {
     Epoch(CompressedEpoch),
-    Finish { planes: u64 },
+    Finish { planes: Vec<u64> },
 }
 
 /// Runs `f`, turning a panic into a poisoned stream.
@@ -50,6 +52,8 @@ pub struct ComputeThread {
     pub free_staging: Sender<StagingBuffer>,
     pub deliveries: SyncSender<Delivery>,
     pub spare_epochs: Receiver<CompressedEpoch>,
+    /// Pyramid levels 1.., when the stream has them.
+    pub pyramid: Option<Pyramid>,
     /// Where the backend goes when the stream is complete: to the stream
     /// itself, which frees it when it is destroyed. Freeing gigabytes of
     /// device and page-locked memory takes long enough that `finish` should
@@ -86,7 +90,8 @@ impl ComputeThread {
         }
     }
 
-    /// Collects what the backend still holds at the end of the stream.
+    /// Collects what the backend still holds at the end of the stream,
+    /// then the pyramid's last epochs.
     fn drain(&mut self) {
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return;
@@ -94,17 +99,28 @@ impl ComputeThread {
         let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
         let shared = &self.shared;
         let backend = &mut self.backend;
+        let pyramid = &mut self.pyramid;
         guarded(shared, "compute", || {
             backend.drain(
                 &shared.metrics,
                 &mut || spares.try_recv().unwrap_or_default(),
-                &mut |out| deliveries.send(Delivery::Epoch(out)).is_ok(),
-            )
+                &mut |out| send(deliveries, 0, out),
+            )?;
+            match pyramid {
+                Some(p) => p.finish(&mut Outlet {
+                    cancel: &shared.cancel,
+                    metrics: &shared.metrics,
+                    spare: &mut || spares.try_recv().unwrap_or_default(),
+                    done: &mut |level, out| send(deliveries, level, out),
+                }),
+                None => Ok(()),
+            }
         });
     }
 
     /// Compresses the epochs holding data and passes them on, unless the
-    /// stream is poisoned or abandoned.
+    /// stream is poisoned or abandoned; the planes holding data go on to
+    /// the pyramid.
     fn compress(&mut self, first_epoch: u64, buf: &mut [u8], valid: usize) {
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return;
@@ -113,9 +129,12 @@ impl ComputeThread {
         let epochs = valid.div_ceil(epoch_bytes);
         // The tail of the last epoch is padding: fill value.
         buf[valid..epochs * epoch_bytes].fill(0);
+        let plane_bytes = self.layout.plane_bytes() as usize;
+        let planes = valid.div_ceil(plane_bytes.max(1));
         let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
         let shared = &self.shared;
         let backend = &mut self.backend;
+        let pyramid = &mut self.pyramid;
         guarded(shared, "compute", || {
             let job = BatchJob {
                 first_epoch,
@@ -127,16 +146,35 @@ impl ComputeThread {
             backend.compress_batch(
                 job,
                 &mut || spares.try_recv().unwrap_or_default(),
-                &mut |out| deliveries.send(Delivery::Epoch(out)).is_ok(),
-            )
+                &mut |out| send(deliveries, 0, out),
+            )?;
+            match pyramid {
+                Some(p) => p.push(
+                    &buf[..planes * plane_bytes],
+                    &mut Outlet {
+                        cancel: &shared.cancel,
+                        metrics: &shared.metrics,
+                        spare: &mut || spares.try_recv().unwrap_or_default(),
+                        done: &mut |level, out| send(deliveries, level, out),
+                    },
+                ),
+                None => Ok(()),
+            }
         });
     }
 }
 
+/// Hands an epoch of level `level` to the delivery thread (false: it is gone).
+fn send(deliveries: &SyncSender<Delivery>, level: u32, mut out: CompressedEpoch) -> bool {
+    out.level = level;
+    deliveries.send(Delivery::Epoch(out)).is_ok()
+}
+
 pub struct DeliveryThread {
     pub shared: Arc<Shared>,
-    pub layout: Layout,
-    pub assembler: ShardAssembler,
+    /// Per pyramid level (one without a pyramid): its layout and shards.
+    pub layouts: Vec<Layout>,
+    pub assemblers: Vec<ShardAssembler>,
     pub sink: Box<dyn ShardSink>,
     pub deliveries: Receiver<Delivery>,
     pub spare_epochs: Sender<CompressedEpoch>,
@@ -158,7 +196,7 @@ impl DeliveryThread {
                     let _ = self.spare_epochs.send(epoch);
                 }
                 Delivery::Finish { planes } => {
-                    guarded(&shared, "delivery", || self.finish(planes));
+                    guarded(&shared, "delivery", || self.finish(&planes));
                     return;
                 }
             }
@@ -167,22 +205,21 @@ impl DeliveryThread {
 
     fn deliver(&mut self, epoch: &CompressedEpoch) -> Result<()> {
         let t = std::time::Instant::now();
-        let row_done = self
-            .assembler
-            .push(epoch, &mut counted(&mut *self.sink, &self.shared))?;
+        let k = epoch.level as usize;
+        let assembler = &mut self.assemblers[k];
+        let row_done = assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))?;
         if row_done {
-            let planes = self
-                .layout
-                .planes_in_shard_rows(self.assembler.rows_emitted());
-            self.sink.progress(planes)?;
+            let planes = self.layouts[k].planes_in_shard_rows(assembler.rows_emitted());
+            self.sink.progress(epoch.level, planes)?;
         }
         self.shared.metrics.add_time(Stage::Sink, t.elapsed());
         Ok(())
     }
 
-    fn finish(&mut self, planes: u64) -> Result<()> {
-        self.assembler
-            .finish(&mut counted(&mut *self.sink, &self.shared))?;
+    fn finish(&mut self, planes: &[u64]) -> Result<()> {
+        for a in &mut self.assemblers {
+            a.finish(&mut counted(&mut *self.sink, &self.shared))?;
+        }
         self.sink.finish(planes)
     }
 }

@@ -20,6 +20,8 @@ struct ActiveShard {
 /// Host-side shard state for one stream.
 pub struct ShardAssembler {
     layout: Layout,
+    /// The pyramid level whose shards this assembles.
+    level: u32,
     index_at_start: bool,
     /// Whether shard-major position `j` holds a tile (edge shards have holes).
     present: Vec<bool>,
@@ -58,6 +60,7 @@ impl ShardAssembler {
             .map_err(|_| Error::OutOfMemory("a shard row exceeds the address space".into()))?;
         Ok(ShardAssembler {
             layout: layout.clone(),
+            level: 0,
             index_at_start: location == IndexLocation::Start,
             present,
             row_bytes,
@@ -67,6 +70,12 @@ impl ShardAssembler {
             coord: vec![0; layout.rank()],
             index_bytes,
         })
+    }
+
+    /// The same, for the shards of pyramid level `level`.
+    pub fn for_level(mut self, level: u32) -> ShardAssembler {
+        self.level = level;
+        self
     }
 
     /// Host bytes the assembler holds at most, for chunks of at most
@@ -161,6 +170,7 @@ impl ShardAssembler {
                 data: &epoch.data[begin..end],
                 index: &self.index_bytes,
                 index_at_start: self.index_at_start,
+                level: self.level,
             })?;
         }
         self.rows_emitted += 1;
@@ -191,6 +201,7 @@ impl ShardAssembler {
                 data: &shard.data,
                 index: &self.index_bytes,
                 index_at_start: self.index_at_start,
+                level: self.level,
             })?;
             shard.data.clear();
             shard.index.clear();

@@ -18,6 +18,8 @@ use std::sync::Arc;
 #[derive(Debug, Default, Clone)]
 pub struct CompressedEpoch {
     pub epoch: u64,
+    /// The pyramid level (0 without a pyramid).
+    pub level: u32,
     pub data: EpochData,
     /// `shard_major_len + 1` entries, the last one the total.
     pub offsets: Vec<u64>,
@@ -96,6 +98,8 @@ pub struct Shard<'a> {
     pub index: &'a [u8],
     /// Where the index goes in the shard file.
     pub index_at_start: bool,
+    /// The pyramid level (0 without a pyramid).
+    pub level: u32,
 }
 
 impl Shard<'_> {

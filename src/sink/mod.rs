@@ -2,15 +2,15 @@
 //! store, the object store (S3 and compatible), a sink that discards
 //! (benchmarks), and a fan-out.
 
+mod attributes;
 mod fs;
 mod object;
-mod zarr_json;
 
 #[doc(hidden)]
 pub use fs::sync_calls as fs_sync_calls;
 pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
+pub use attributes::SharedAttributes;
 pub use object::S3Store;
-pub use zarr_json::zarr_json;
 
 use crate::error::{Error, Result};
 use crate::metrics::UploadCounters;
@@ -24,6 +24,8 @@ pub struct StreamHooks {
     /// Poisons the stream (the first failure wins).
     pub poison: Arc<dyn Fn(Error) + Send + Sync>,
     pub uploads: Arc<UploadCounters>,
+    /// The user's attributes, replaceable while the stream runs.
+    pub attributes: Arc<SharedAttributes>,
 }
 
 /// Receives complete shards, one call at a time, in completion order, on a
@@ -32,15 +34,15 @@ pub trait ShardSink: Send {
     /// Takes one complete shard; the bytes are borrowed for this call only.
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()>;
 
-    /// Every plane along dimension 0 below `planes` now lies in emitted
-    /// shards (called after each complete shard row).
-    fn progress(&mut self, _planes: u64) -> Result<()> {
+    /// Every plane along dimension 0 of level `level` below `planes` now
+    /// lies in emitted shards (called after each complete shard row).
+    fn progress(&mut self, _level: u32, _planes: u64) -> Result<()> {
         Ok(())
     }
 
-    /// The stream is complete: `planes` planes were written along dimension 0.
-    /// Returns once everything the sink was given is stored.
-    fn finish(&mut self, _planes: u64) -> Result<()> {
+    /// The stream is complete: level `k` holds `planes[k]` planes along
+    /// dimension 0. Returns once everything the sink was given is stored.
+    fn finish(&mut self, _planes: &[u64]) -> Result<()> {
         Ok(())
     }
 
@@ -65,10 +67,10 @@ impl ShardSink for Tee {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.emit(shard))
     }
-    fn progress(&mut self, planes: u64) -> Result<()> {
-        self.0.iter_mut().try_for_each(|s| s.progress(planes))
+    fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
+        self.0.iter_mut().try_for_each(|s| s.progress(level, planes))
     }
-    fn finish(&mut self, planes: u64) -> Result<()> {
+    fn finish(&mut self, planes: &[u64]) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.finish(planes))
     }
     fn attach(&mut self, hooks: &StreamHooks) {

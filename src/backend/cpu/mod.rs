@@ -1,6 +1,7 @@
 //! The CPU backend: per tile, gather from the epoch's row-major input and
 //! compress, on a pool of worker threads; then group by shard.
 
+pub mod downsample;
 mod gather;
 
 use super::{Backend, EpochJob};
@@ -15,6 +16,7 @@ use crate::shard::{CompressedEpoch, ShardAssembler};
 use gather::{gather_row, row_tasks, RowTask};
 use rayon::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Host memory a CPU stream needs: staging, the per-tile chunk buffers,
@@ -54,7 +56,7 @@ fn task_tiles(layout: &Layout) -> u64 {
 pub struct CpuBackend {
     layout: Layout,
     codec: Codec,
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
     tasks: Vec<RowTask>,
     /// The pool slot at each shard-major position (None: no tile there).
     order: Vec<Option<u64>>,
@@ -64,12 +66,17 @@ pub struct CpuBackend {
 
 impl CpuBackend {
     pub fn new(v: &Validated) -> Result<CpuBackend> {
-        let layout = v.layout.clone();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(v.threads)
-            .thread_name(|i| format!("tz-cpu-{i}"))
-            .build()
-            .map_err(|e| Error::Internal(format!("starting worker threads: {e}")))?;
+        CpuBackend::with_pool(v, &v.layout, worker_pool(v.threads)?)
+    }
+
+    /// A backend for `layout` (a pyramid level of `v`) on worker threads
+    /// it shares.
+    pub fn with_pool(
+        v: &Validated,
+        layout: &Layout,
+        pool: Arc<rayon::ThreadPool>,
+    ) -> Result<CpuBackend> {
+        let layout = layout.clone();
         let tasks = row_tasks(&layout, task_tiles(&layout))?;
         let mut order = try_filled(layout.shard_major_len() as usize, None, "the shard order")?;
         for (j, slot) in order.iter_mut().enumerate() {
@@ -89,6 +96,16 @@ impl CpuBackend {
             chunks,
         })
     }
+}
+
+/// `threads` worker threads for the CPU backend's tasks.
+pub fn worker_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tz-cpu-{i}"))
+        .build()
+        .map(Arc::new)
+        .map_err(|e| Error::Internal(format!("starting worker threads: {e}")))
 }
 
 impl Backend for CpuBackend {

@@ -53,13 +53,18 @@ impl Geometry {
             slot_stride: [0; MAX_RANK],
             within_stride: [0; MAX_RANK],
         };
+        // The kernel walks the input's rows: entry `a` describes input
+        // dimension `a`, which is stored dimension `d` where
+        // `source_order[d] == a` (the same one without a storage order).
+        let order = layout.source_order();
         let (mut slot, mut within) = (1u64, 1u64);
         for d in (0..rank).rev() {
-            g.extent[d] = if d == 0 { dims[0].tile } else { dims[d].size };
-            g.tile[d] = dims[d].tile;
+            let a = order[d];
+            g.extent[a] = if d == 0 { dims[0].tile } else { dims[d].size };
+            g.tile[a] = dims[d].tile;
             // Dimension 0 has one tile per epoch: it adds nothing to the slot.
-            g.slot_stride[d] = if d == 0 { 0 } else { slot };
-            g.within_stride[d] = within;
+            g.slot_stride[a] = if d == 0 { 0 } else { slot };
+            g.within_stride[a] = within;
             if d > 0 {
                 slot *= layout.tile_count()[d];
             }

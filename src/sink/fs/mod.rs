@@ -1,5 +1,7 @@
 //! The filesystem Zarr v3 store: `zarr.json` at the root, one file per shard
-//! under `c/` (default chunk key encoding with `/`).
+//! under `c/` (default chunk key encoding with `/`); for an OME-Zarr image
+//! the root is a group and level `k` the array under `k/` (see
+//! [`crate::metadata`]).
 //!
 //! Every file is written under a temporary name and renamed into place, so a
 //! reader (or a crash) never sees a shard or a `zarr.json` half written;
@@ -16,8 +18,9 @@ mod recover;
 pub use lock::LOCK_FILE;
 pub use recover::{recover, Recovery};
 
-use super::{zarr_json, ShardSink};
+use super::{ShardSink, SharedAttributes, StreamHooks};
 use crate::config::Validated;
+use crate::metadata::{self, Document};
 use crate::error::{Error, Result};
 use crate::shard::Shard;
 use lock::StoreLock;
@@ -26,6 +29,7 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// fsync calls made by every store of this process: how a test sees that
 /// durability is asked of the disk (or not) without tracing system calls.
@@ -43,8 +47,11 @@ pub struct FsStore {
     identity: (u64, u64),
     fsync: bool,
     config: Validated,
-    /// The dimension-0 extent last written to `zarr.json`.
-    planes_written: u64,
+    /// Each level's dimension-0 extent last written to its `zarr.json`.
+    planes_written: Vec<u64>,
+    /// The user's attributes, and the replacement last written.
+    attributes: Arc<SharedAttributes>,
+    attributes_seen: u64,
     /// The folder of the last shard written: the next shard of a row
     /// usually shares it, so it need not be created again.
     last_folder: PathBuf,
@@ -101,30 +108,30 @@ impl FsStore {
         result
     }
 
-    /// Locks the folder, clears an old store, writes `zarr.json`.
+    /// Locks the folder, clears an old store, writes every `zarr.json`.
     fn open(v: &Validated, root: &Path, existed: bool, fsync: bool) -> Result<FsStore> {
         let lock = StoreLock::acquire(root)?;
         if existed {
             ownership::clear_old_store(root)?;
         }
         let meta = fs::metadata(root).map_err(|e| Error::io("reading", root, e))?;
-        let planes = if v.layout.is_unbounded() {
-            0
-        } else {
-            v.layout.dims()[0].size
-        };
+        let planes = metadata::level_planes(v, 0);
         let mut s = FsStore {
             root: root.to_path_buf(),
             identity: (meta.dev(), meta.ino()),
             fsync,
             config: v.clone(),
-            planes_written: u64::MAX,
+            planes_written: planes.clone(),
+            attributes: Arc::new(SharedAttributes::new(v.image.attributes.clone())),
+            attributes_seen: 0,
             last_folder: PathBuf::new(),
             key: PathBuf::new(),
             _lock: lock,
         };
-        if let Err(e) = s.write_metadata(planes) {
-            let _ = fs::remove_file(root.join("zarr.json"));
+        let docs = metadata::all_documents(v, &planes, &v.image.attributes);
+        if let Err(e) = docs.iter().try_for_each(|d| s.write_document(d)) {
+            // What this call wrote goes again: the store is left empty.
+            let _ = ownership::clear_old_store(root);
             return Err(e);
         }
         if fsync {
@@ -140,15 +147,32 @@ impl FsStore {
         &self.root
     }
 
-    fn write_metadata(&mut self, planes: u64) -> Result<()> {
-        if planes == self.planes_written {
-            return Ok(());
-        }
+    /// Writes `doc` under the store folder (creating its level folder).
+    fn write_document(&mut self, doc: &Document) -> Result<()> {
         self.check_folder()?;
-        let doc = zarr_json(&self.config, planes);
-        write_atomically(&self.root.join("zarr.json"), &[doc.as_bytes()], self.fsync)
-            .map_err(|e| self.check_folder().err().unwrap_or(e))?;
-        self.planes_written = planes;
+        let path = self.root.join(&doc.key);
+        if let Some(folder) = path.parent() {
+            self.create_shard_folder(folder)?;
+        }
+        write_atomically(&path, &[doc.json.as_bytes()], self.fsync)
+            .map_err(|e| self.check_folder().err().unwrap_or(e))
+    }
+
+    /// Rewrites level `level`'s `zarr.json` for `planes` planes (when that
+    /// changed), and the attributes' document when they were replaced.
+    fn update_metadata(&mut self, level: u32, planes: u64) -> Result<()> {
+        let k = level as usize;
+        let attributes = self.attributes.changed_since(&mut self.attributes_seen);
+        if planes != self.planes_written[k] {
+            let attrs = attributes.clone().unwrap_or_else(|| self.attributes.get());
+            let doc = metadata::level_document(&self.config, level, planes, &attrs);
+            self.write_document(&doc)?;
+            self.planes_written[k] = planes;
+        }
+        if let Some(attrs) = attributes {
+            let doc = metadata::attributes_document(&self.config, self.planes_written[0], &attrs);
+            self.write_document(&doc)?;
+        }
         Ok(())
     }
 
@@ -200,6 +224,9 @@ impl ShardSink for FsStore {
         let mut key = std::mem::take(&mut self.key);
         key.clear();
         key.push(&self.root);
+        if self.config.image.is_ome() {
+            key.push(shard.level.to_string());
+        }
         key.push("c");
         let (file, dirs) = shard.coord.split_last().expect("rank >= 1");
         for c in dirs {
@@ -224,16 +251,25 @@ impl ShardSink for FsStore {
         }
     }
 
-    fn progress(&mut self, planes: u64) -> Result<()> {
-        if self.config.layout.is_unbounded() {
-            self.write_metadata(planes)?;
+    fn attach(&mut self, hooks: &StreamHooks) {
+        self.attributes = hooks.attributes.clone();
+    }
+
+    fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
+        if self.config.image.levels[level as usize].is_unbounded() {
+            self.update_metadata(level, planes)?;
         }
         Ok(())
     }
 
-    fn finish(&mut self, planes: u64) -> Result<()> {
-        if self.config.layout.is_unbounded() {
-            self.write_metadata(planes)?;
+    fn finish(&mut self, planes: &[u64]) -> Result<()> {
+        for (k, &p) in planes.iter().enumerate() {
+            let p = if self.config.image.levels[k].is_unbounded() {
+                p
+            } else {
+                self.planes_written[k]
+            };
+            self.update_metadata(k as u32, p)?;
         }
         self.check_folder()
     }

@@ -1,5 +1,7 @@
 //! The object store: a Zarr v3 store under a key prefix of an S3 (or
-//! S3-compatible) bucket, `zarr.json` then one object per shard under `c/`.
+//! S3-compatible) bucket, `zarr.json` then one object per shard under `c/`
+//! (an OME-Zarr image: the group's `zarr.json`, then each level's array
+//! under `k/`, as [`crate::metadata`] lays them out).
 //!
 //! Shards are copied out of the delivery thread's hands and uploaded on the
 //! store's own runtime, several at a time, within a budget of bytes in
@@ -16,8 +18,9 @@ mod ownership;
 mod remote;
 mod upload;
 
-use super::{zarr_json, ShardSink, StreamHooks};
+use super::{ShardSink, SharedAttributes, StreamHooks};
 use crate::config::{ObjectUrl, Validated};
+use crate::metadata::{self, Document};
 use crate::error::{Error, Result};
 use crate::metrics::UploadCounters;
 use crate::shard::Shard;
@@ -55,8 +58,10 @@ pub struct S3Store {
     /// The last metadata update: each waits for the one before it and for
     /// the shards emitted before it.
     metadata: Option<JoinHandle<bool>>,
-    /// The extent last asked of `zarr.json`.
-    planes_asked: u64,
+    /// Each level's extent last asked of its `zarr.json`.
+    planes_asked: Vec<u64>,
+    attributes: Arc<SharedAttributes>,
+    attributes_seen: u64,
     key: String,
     // Last: dropped once every task above is done.
     runtime: Runtime,
@@ -105,17 +110,14 @@ impl S3Store {
             counters: Arc::new(UploadCounters::default()),
             leftovers: Default::default(),
         };
-        let planes = if v.layout.is_unbounded() {
-            0
-        } else {
-            v.layout.dims()[0].size
-        };
-        let meta_key = child(&prefix, "zarr.json");
-        let doc = Bytes::from(zarr_json(v, planes));
-        uploads.counters.started();
-        let written = runtime.block_on(uploads.object(&meta_key, doc));
-        uploads.counters.ended(written.is_ok());
-        written?;
+        let planes = metadata::level_planes(v, 0);
+        for doc in metadata::all_documents(v, &planes, &v.image.attributes) {
+            let key = child(&prefix, &doc.key);
+            uploads.counters.started();
+            let written = runtime.block_on(uploads.object(&key, Bytes::from(doc.json)));
+            uploads.counters.ended(written.is_ok());
+            written?;
+        }
         Ok(S3Store {
             config: v.clone(),
             url: display,
@@ -127,6 +129,8 @@ impl S3Store {
             pending: Vec::new(),
             metadata: None,
             planes_asked: planes,
+            attributes: Arc::new(SharedAttributes::new(v.image.attributes.clone())),
+            attributes_seen: 0,
             key: String::new(),
             runtime,
         })
@@ -159,18 +163,31 @@ impl S3Store {
         }
     }
 
-    /// Writes `zarr.json` with `planes` once every shard emitted so far is
-    /// complete and the previous update is written.
-    fn update_metadata(&mut self, planes: u64) {
-        if planes == self.planes_asked {
+    /// Writes level `level`'s `zarr.json` with `planes` (and the
+    /// attributes' document, when they were replaced) once every shard
+    /// emitted so far is complete and the previous update is written.
+    fn update_metadata(&mut self, level: u32, planes: u64) {
+        let k = level as usize;
+        let attributes = self.attributes.changed_since(&mut self.attributes_seen);
+        let mut docs: Vec<Document> = Vec::new();
+        if planes != self.planes_asked[k] {
+            self.planes_asked[k] = planes;
+            let attrs = attributes.clone().unwrap_or_else(|| self.attributes.get());
+            docs.push(metadata::level_document(&self.config, level, planes, &attrs));
+        }
+        if let Some(attrs) = attributes {
+            docs.push(metadata::attributes_document(&self.config, self.planes_asked[0], &attrs));
+        }
+        if docs.is_empty() {
             return;
         }
-        self.planes_asked = planes;
         let shards = std::mem::take(&mut self.pending);
         let before = self.metadata.take();
         let uploads = self.uploads.clone();
-        let key = child(&self.prefix, "zarr.json");
-        let doc = Bytes::from(zarr_json(&self.config, planes));
+        let docs: Vec<(Path, Bytes)> = docs
+            .into_iter()
+            .map(|d| (child(&self.prefix, &d.key), Bytes::from(d.json)))
+            .collect();
         let fail = self.on_failure();
         let failure = self.failure.clone();
         self.metadata = Some(self.runtime.spawn(async move {
@@ -186,10 +203,15 @@ impl S3Store {
             if !ok || failure.lock().is_some() {
                 return false;
             }
-            uploads.counters.started();
-            let r = uploads.object(&key, doc).await;
-            uploads.counters.ended(r.is_ok());
-            r.map_err(fail).is_ok()
+            for (key, doc) in docs {
+                uploads.counters.started();
+                let r = uploads.object(&key, doc).await;
+                uploads.counters.ended(r.is_ok());
+                if r.map_err(&fail).is_err() {
+                    return false;
+                }
+            }
+            true
         }));
     }
 
@@ -223,6 +245,7 @@ impl ShardSink for S3Store {
         // The stream's counters from now on, `zarr.json` of create included.
         let before = std::mem::replace(&mut self.uploads.counters, hooks.uploads.clone());
         hooks.uploads.absorb(&before);
+        self.attributes = hooks.attributes.clone();
     }
 
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
@@ -231,6 +254,10 @@ impl ShardSink for S3Store {
         key.clear();
         key.push_str(self.prefix.as_ref());
         if !key.is_empty() {
+            key.push('/');
+        }
+        if self.config.image.is_ome() {
+            key.push_str(&shard.level.to_string());
             key.push('/');
         }
         key.push('c');
@@ -277,17 +304,22 @@ impl ShardSink for S3Store {
         Ok(())
     }
 
-    fn progress(&mut self, planes: u64) -> Result<()> {
-        if self.config.layout.is_unbounded() {
-            self.update_metadata(planes);
+    fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
+        if self.config.image.levels[level as usize].is_unbounded() {
+            self.update_metadata(level, planes);
         }
         self.check()
     }
 
     /// Returns once every object is complete (or the first failure).
-    fn finish(&mut self, planes: u64) -> Result<()> {
-        if self.config.layout.is_unbounded() {
-            self.update_metadata(planes);
+    fn finish(&mut self, planes: &[u64]) -> Result<()> {
+        for (k, &p) in planes.iter().enumerate() {
+            let p = if self.config.image.levels[k].is_unbounded() {
+                p
+            } else {
+                self.planes_asked[k]
+            };
+            self.update_metadata(k as u32, p);
         }
         self.wait_all();
         let still = self.runtime.block_on(self.uploads.abort_leftovers());
