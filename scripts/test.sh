@@ -11,7 +11,8 @@
 #    ownership and locking, a failed create, kill -9 then tz_recover, fsync;
 #    a fuzz of 100,000 generated configurations against the estimate, ...)
 # 5. stores read back bit-exact by zarr-python and tensorstore, from folders
-#    and from an S3-compatible server (s3s-fs on 127.0.0.1, started here and
+#    and from an S3-compatible server; OME-Zarr images (every level against
+#    a NumPy reference pyramid, the OME-NGFF 0.5 validator, ome-zarr-py) (s3s-fs on 127.0.0.1, started here and
 #    stopped at the end; the object store tests also start their own)
 # 6. the header compiled standalone as C99 and C++17
 # 7. the CMake package installed to a temporary prefix; a downstream project
@@ -95,6 +96,11 @@ TZ_READBACK_DIR="$work/readback" cargo test --release --test readback_fixtures
 # Every codec on every element type, and the layouts: 120 stores or more,
 # checked in one process.
 "$PY" tests/readback/check_store.py --manifest "$work/readback/manifest.tsv" --min 120
+
+step "OME-Zarr images: NumPy reference pyramids, zarr-python, tensorstore, the OME-NGFF 0.5 validator, ome-zarr-py"
+TZ_OME_DIR="$work/ome" cargo test --release --test ome_fixtures
+"$PY" tests/readback/check_ome.py --self-test
+"$PY" tests/readback/check_ome.py --manifest "$work/ome/manifest.tsv" --min 60
 
 step "readback from an S3 server by zarr-python (s3fs) and tensorstore (s3 kvstore)"
 s3_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
