@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 3
+#define TZ_VERSION_MINOR 4
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -207,6 +207,67 @@ typedef uint32_t tz_index_location;
 #endif // __cplusplus
 
 /**
+ * What an axis is, in OME-NGFF's terms (`tz_axis.kind`). Since 0.4.
+ */
+enum tz_axis_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * From the dimension's name: "t" time, "c" channel, "z", "y" and "x"
+   * space, any other name other.
+   */
+  TZ_AXIS_DEFAULT = 0,
+  TZ_AXIS_TIME = 1,
+  TZ_AXIS_CHANNEL = 2,
+  TZ_AXIS_SPACE = 3,
+  /**
+   * Neither time, channel nor space (OME-NGFF writes no type for it).
+   */
+  TZ_AXIS_OTHER = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_axis_kind tz_axis_kind;
+#else
+typedef uint32_t tz_axis_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * How each pyramid level summarises the 2 x 2 (x 2) windows of the level
+ * below (`tz_config.multiscale_method`). Since 0.4.
+ */
+enum tz_downsample_method
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The mean, rounded to nearest (integers: ties to even).
+   */
+  TZ_DOWNSAMPLE_MEAN = 0,
+  TZ_DOWNSAMPLE_MIN = 1,
+  TZ_DOWNSAMPLE_MAX = 2,
+  /**
+   * The lower median: the ceil(n/2)-th smallest of the window's n elements.
+   */
+  TZ_DOWNSAMPLE_MEDIAN = 3,
+  /**
+   * The window's first element.
+   */
+  TZ_DOWNSAMPLE_DECIMATE = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_downsample_method tz_downsample_method;
+#else
+typedef uint32_t tz_downsample_method;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * One dimension; dimension 0 is the slowest.
  */
 typedef struct tz_dimension {
@@ -249,6 +310,12 @@ typedef struct tz_shard {
    */
   const uint8_t *index;
   size_t index_bytes;
+  /**
+   * The pyramid level the shard belongs to: 0 for full resolution (and
+   * for every shard without a pyramid), k for level k, whose array is at
+   * `<store>/<k>/` in an OME-Zarr store. Since 0.4.
+   */
+  uint32_t level;
 } tz_shard;
 
 /**
@@ -258,15 +325,55 @@ typedef struct tz_shard {
  *
  * What a sink may call: tz_get_metrics, tz_stream_last_error, tz_last_error,
  * tz_status_string and tz_version on any stream, and any function on other
- * streams. It may not call tz_write, tz_write_all, tz_flush or tz_destroy on
- * its own stream (tz_flush waits for the very thread the sink runs on):
- * such a call returns TZ_ERR_INVALID_ARGUMENT (tz_destroy does nothing)
- * instead of deadlocking.
+ * streams. It may not call tz_write, tz_write_all, tz_flush, tz_destroy or
+ * tz_set_attributes on its own stream (tz_flush waits for the very thread
+ * the sink runs on): such a call returns TZ_ERR_INVALID_ARGUMENT
+ * (tz_destroy does nothing) instead of deadlocking.
  */
 typedef int32_t (*tz_shard_sink_fn)(void *user_data, const struct tz_shard *shard);
 
 /**
+ * What one dimension means physically: its OME-NGFF axis (kind, unit,
+ * physical size and position) and whether pyramid levels halve it.
+ * `tz_config.axes` holds one per dimension, in the order of
+ * `tz_config.dimensions`. Zero-filled except `downsample = -1`, every field
+ * is its default. Since 0.4.
+ */
+typedef struct tz_axis {
+  /**
+   * A `tz_axis_kind`; TZ_AXIS_DEFAULT takes the kind from the name.
+   */
+  uint32_t kind;
+  /**
+   * An OME-NGFF unit: a unit of length ("micrometer", "nanometer", ...)
+   * for a space axis, of time ("second", "millisecond", ...) for a time
+   * axis; channel and other axes have none. NULL: no unit.
+   */
+  const char *unit;
+  /**
+   * Physical size of one element at full resolution, > 0; 0 means the
+   * default, 1.0.
+   */
+  double scale;
+  /**
+   * Physical position of element 0 (default 0.0).
+   */
+  double translation;
+  /**
+   * Whether pyramid levels halve this dimension: -1 the default (space
+   * axes of more than one element are halved, others kept), 0 no, 1 yes
+   * (needs `multiscale`).
+   */
+  int32_t downsample;
+} tz_axis;
+
+/**
  * The configuration, mirroring the JSON form. Start from `tz_config_init`.
+ *
+ * In 0.4 the struct grew at its end (`axes` to `attributes_json`; 88 to
+ * 136 bytes on 64-bit platforms): tz_config_init writes, and tz_create and
+ * tz_estimate_memory read, the whole struct, so a program that passes a
+ * tz_config must be built against the header of the library it loads.
  */
 typedef struct tz_config {
   /**
@@ -329,6 +436,59 @@ typedef struct tz_config {
    * power cut may then lose shards already reported written). Since 0.2.
    */
   uint32_t store_skip_fsync;
+  /**
+   * NULL: every axis takes its defaults (see `tz_axis`); else `rank`
+   * entries, one per dimension, in the order of `dimensions`. JSON: the
+   * dimensions' `kind`, `unit`, `scale`, `translation`, `downsample`.
+   * Since 0.4.
+   */
+  const struct tz_axis *axes;
+  /**
+   * NULL: the array is stored in acquisition order (the order of
+   * `dimensions`); else `rank` dimension names, slowest first, the order
+   * the array is stored in. Dimension 0 and the last dimension stay in
+   * place; an OME-Zarr image stores time, then channel, then space axes.
+   * Since 0.4.
+   */
+  const char *const *storage_order;
+  /**
+   * Pyramid levels, level 0 (full resolution) included; 0 = as many as it
+   * takes until every downsampled dimension fits in one tile. Used only
+   * with `multiscale` (0 otherwise). Since 0.4.
+   */
+  uint32_t multiscale_levels;
+  /**
+   * A `tz_downsample_method` (default TZ_DOWNSAMPLE_MEAN). Used only with
+   * `multiscale` (TZ_DOWNSAMPLE_MEAN otherwise). Since 0.4.
+   */
+  uint32_t multiscale_method;
+  /**
+   * Non-zero: write a multiscale pyramid, level k at `<store>/<k>/`, each
+   * level halving the downsampled dimensions of the one before (rounding
+   * up). Implies `ome`. Since 0.4.
+   */
+  int32_t multiscale;
+  /**
+   * Non-zero: write an OME-Zarr image (OME-NGFF 0.5): the store is a group
+   * whose zarr.json holds the `ome` metadata (axes, one dataset per level
+   * with its scale and translation) and the user's attributes; level k is
+   * the array at `<store>/<k>/`. 0: one plain Zarr array, as before.
+   * Since 0.4.
+   */
+  int32_t ome;
+  /**
+   * The image's name in the OME metadata; NULL: none. Needs `ome` or
+   * `multiscale`. Since 0.4.
+   */
+  const char *ome_name;
+  /**
+   * The user's attributes: NULL for none, else a JSON object (a text,
+   * parsed at tz_create; malformed JSON is TZ_ERR_CONFIG naming
+   * `attributes_json`), written into the group's zarr.json beside `ome`
+   * (the array's without OME). It may not hold the key "ome".
+   * tz_set_attributes replaces them until tz_flush. Since 0.4.
+   */
+  const char *attributes_json;
 } tz_config;
 
 /**
@@ -440,8 +600,10 @@ extern "C" {
 
 /**
  * Fills `config` with the defaults: uint16, zstd level 1, backend auto,
- * index at the end, no store, no sink, default threads and staging. The
- * caller then sets `rank`, `dimensions` and a store path or sink.
+ * index at the end, no store, no sink, default threads and staging; a
+ * plain Zarr array in acquisition order (no axes, no storage order, no
+ * pyramid, no OME, no attributes). The caller then sets `rank`,
+ * `dimensions` and a store path or sink.
  */
 int32_t tz_config_init(struct tz_config *config);
 
@@ -498,6 +660,22 @@ int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64
  * tz_flush returns the first one's status again.
  */
 int32_t tz_flush(struct tz_stream *s);
+
+/**
+ * Replaces the user's attributes (`tz_config.attributes_json`, JSON
+ * `"attributes"`) with `json`, a JSON object. The store writes them into
+ * the group's zarr.json beside `ome` (the array's zarr.json without OME) at
+ * its next metadata update and at tz_flush; a stream without a store
+ * writes no metadata. Callable until tz_flush.
+ *
+ * Returns TZ_OK; TZ_ERR_NULL_ARGUMENT for a NULL stream or `json`;
+ * TZ_ERR_INVALID_ARGUMENT for text that is not JSON (the message says where
+ * it breaks) or a call from the stream's own sink callback (as tz_write);
+ * TZ_ERR_CONFIG for JSON that is not an object or holds the key "ome" (the
+ * message names `attributes`); TZ_ERR_FINISHED after tz_flush; a poisoned
+ * stream's status. The attributes are unchanged on failure. Since 0.4.
+ */
+int32_t tz_set_attributes(struct tz_stream *s, const char *json);
 
 /**
  * Frees the stream. Without a prior tz_flush, delivery stops at once: the

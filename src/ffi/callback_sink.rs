@@ -40,6 +40,7 @@ impl ShardSink for CallbackSink {
             data_bytes: shard.data.len(),
             index: shard.index.as_ptr(),
             index_bytes: shard.index.len(),
+            level: shard.level,
         };
         // SAFETY: `c` and the slices it points into outlive the call; the
         // callback and its user data are the user's promise.

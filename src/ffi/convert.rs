@@ -1,8 +1,9 @@
 //! `tz_config` (C) to [`Config`] (Rust). Every pointer is checked here.
 
-use super::types::{tz_config, tz_dimension};
+use super::types::{tz_axis, tz_config, tz_dimension};
 use crate::config::{
-    BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Shuffle, Store,
+    AxisKind, BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Method,
+    Multiscale, Ome, OmeName, Shuffle, Store,
 };
 use crate::error::{Error, Result};
 use crate::layout::MAX_RANK;
@@ -57,6 +58,70 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
             ..Dimension::new(d.size, d.tile, d.tiles_per_shard)
         });
     }
+    if !c.axes.is_null() {
+        // SAFETY: non-NULL, and the caller guarantees `rank` entries.
+        let axes: &[tz_axis] = unsafe { std::slice::from_raw_parts(c.axes, c.rank as usize) };
+        for (i, (a, d)) in axes.iter().zip(&mut dimensions).enumerate() {
+            // SAFETY: the caller guarantees NULL or a NUL-terminated string.
+            unsafe { axis_into(a, i, d) }?;
+        }
+    }
+    // SAFETY: the caller guarantees NULL or `rank` NUL-terminated strings.
+    let storage_order = unsafe { storage_order(c.storage_order, c.rank as usize) }?;
+    let method = match c.multiscale_method {
+        0 => Method::Mean,
+        1 => Method::Min,
+        2 => Method::Max,
+        3 => Method::Median,
+        4 => Method::Decimate,
+        n => {
+            return Err(bad(
+                "multiscale_method",
+                format!("unknown tz_downsample_method value {n}"),
+            ))
+        }
+    };
+    let multiscale = if c.multiscale != 0 {
+        Some(Multiscale {
+            levels: c.multiscale_levels,
+            method,
+        })
+    } else if c.multiscale_levels != 0 || method != Method::Mean {
+        let field = if c.multiscale_levels != 0 {
+            "multiscale_levels"
+        } else {
+            "multiscale_method"
+        };
+        return Err(bad(
+            field,
+            "applies to a pyramid: set multiscale to 1 too (or leave this field 0)".into(),
+        ));
+    } else {
+        None
+    };
+    // SAFETY: the caller guarantees NULL or a NUL-terminated string.
+    let ome_name = unsafe { read_str(c.ome_name, "ome_name") }?;
+    let ome = match (ome_name, c.ome != 0) {
+        (Some(name), _) if c.ome != 0 || multiscale.is_some() => Some(Ome::Named(OmeName { name })),
+        (Some(_), _) => {
+            return Err(bad(
+                "ome_name",
+                "names an OME-Zarr image: set ome (or multiscale) to 1 too".into(),
+            ))
+        }
+        (None, true) => Some(Ome::Enabled(true)),
+        (None, false) => None,
+    };
+    // SAFETY: the caller guarantees NULL or a NUL-terminated string.
+    let attributes = match unsafe { read_str(c.attributes_json, "attributes_json") }? {
+        None => None,
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            bad(
+                "attributes_json",
+                format!("is not valid JSON ({e}): give a JSON object such as {{\"key\": 1}}"),
+            )
+        })?),
+    };
     let codec = match c.codec {
         0 => Codec::Zstd { level: c.level },
         1 => Codec::None,
@@ -112,9 +177,74 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         threads: c.threads,
         staging_bytes: (c.staging_bytes != 0).then_some(c.staging_bytes),
         device: c.device,
-        storage_order: None,
-        multiscale: None,
-        ome: None,
-        attributes: None,
+        storage_order,
+        multiscale,
+        ome,
+        attributes,
     })
+}
+
+/// Copies axis `i` of `tz_config.axes` into its dimension.
+///
+/// # Safety
+/// `a.unit` is NULL or a NUL-terminated string.
+unsafe fn axis_into(a: &tz_axis, i: usize, d: &mut Dimension) -> Result<()> {
+    let field = |f: &str| format!("axes[{i}].{f}");
+    d.kind = match a.kind {
+        0 => None,
+        1 => Some(AxisKind::Time),
+        2 => Some(AxisKind::Channel),
+        3 => Some(AxisKind::Space),
+        4 => Some(AxisKind::Other),
+        n => {
+            return Err(bad(
+                &field("kind"),
+                format!("unknown tz_axis_kind value {n}"),
+            ))
+        }
+    };
+    // SAFETY: the caller guarantees NULL or a NUL-terminated string.
+    d.unit = unsafe { read_str(a.unit, &field("unit")) }?;
+    // 0 is the default (1.0); the config's rules judge the rest, naming
+    // dimensions[i].
+    d.scale = (a.scale != 0.0).then_some(a.scale);
+    d.translation = (a.translation != 0.0).then_some(a.translation);
+    d.downsample = match a.downsample {
+        -1 => None,
+        0 => Some(false),
+        1 => Some(true),
+        n => {
+            return Err(bad(
+                &field("downsample"),
+                format!("must be -1 (the default), 0 (no) or 1 (yes), got {n}"),
+            ))
+        }
+    };
+    Ok(())
+}
+
+/// `tz_config.storage_order` as names.
+///
+/// # Safety
+/// `p` is NULL or points to `rank` pointers, each NULL or a NUL-terminated
+/// string.
+unsafe fn storage_order(p: *const *const c_char, rank: usize) -> Result<Option<Vec<String>>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL, and the caller guarantees `rank` entries.
+    let names = unsafe { std::slice::from_raw_parts(p, rank) };
+    let mut out = Vec::with_capacity(rank);
+    for (i, &n) in names.iter().enumerate() {
+        let field = format!("storage_order[{i}]");
+        // SAFETY: the caller guarantees NULL or a NUL-terminated string.
+        let name = unsafe { read_str(n, &field) }?.ok_or_else(|| {
+            bad(
+                &field,
+                format!("is NULL: give {rank} dimension names (or NULL for the acquisition order)"),
+            )
+        })?;
+        out.push(name);
+    }
+    Ok(Some(out))
 }

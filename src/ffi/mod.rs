@@ -63,8 +63,10 @@ fn create(
 }
 
 /// Fills `config` with the defaults: uint16, zstd level 1, backend auto,
-/// index at the end, no store, no sink, default threads and staging. The
-/// caller then sets `rank`, `dimensions` and a store path or sink.
+/// index at the end, no store, no sink, default threads and staging; a
+/// plain Zarr array in acquisition order (no axes, no storage order, no
+/// pyramid, no OME, no attributes). The caller then sets `rank`,
+/// `dimensions` and a store path or sink.
 #[no_mangle]
 pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
     guard("tz_config_init", None, status_of, || {
@@ -87,6 +89,14 @@ pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
             staging_bytes: 0,
             device: 0,
             store_skip_fsync: 0,
+            axes: std::ptr::null(),
+            storage_order: std::ptr::null(),
+            multiscale_levels: 0,
+            multiscale_method: tz_downsample_method::TZ_DOWNSAMPLE_MEAN as u32,
+            multiscale: 0,
+            ome: 0,
+            ome_name: std::ptr::null(),
+            attributes_json: std::ptr::null(),
         };
         // SAFETY: non-NULL; the caller provides writable memory for a tz_config.
         unsafe { config.write(c) };
@@ -216,7 +226,7 @@ fn refuse_from_own_sink(what: &str, h: &tz_stream) -> Result<(), Error> {
     if guard::in_sink(h.id) {
         return Err(Error::InvalidArgument(format!(
             "{what} was called from this stream's own sink callback, which may not call \
-             tz_write, tz_write_all, tz_flush or tz_destroy on its stream"
+             tz_write, tz_write_all, tz_flush, tz_set_attributes or tz_destroy on its stream"
         )));
     }
     Ok(())
@@ -288,6 +298,40 @@ fn write_impl(
 pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
     with_stream("tz_flush", s, status_of, |stream| {
         stream.finish()?;
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Replaces the user's attributes (`tz_config.attributes_json`, JSON
+/// `"attributes"`) with `json`, a JSON object. The store writes them into
+/// the group's zarr.json beside `ome` (the array's zarr.json without OME) at
+/// its next metadata update and at tz_flush; a stream without a store
+/// writes no metadata. Callable until tz_flush.
+///
+/// Returns TZ_OK; TZ_ERR_NULL_ARGUMENT for a NULL stream or `json`;
+/// TZ_ERR_INVALID_ARGUMENT for text that is not JSON (the message says where
+/// it breaks) or a call from the stream's own sink callback (as tz_write);
+/// TZ_ERR_CONFIG for JSON that is not an object or holds the key "ome" (the
+/// message names `attributes`); TZ_ERR_FINISHED after tz_flush; a poisoned
+/// stream's status. The attributes are unchanged on failure. Since 0.4.
+#[no_mangle]
+pub extern "C" fn tz_set_attributes(s: *mut tz_stream, json: *const c_char) -> i32 {
+    with_stream("tz_set_attributes", s, status_of, |stream| {
+        if json.is_null() {
+            return Err(Error::NullArgument("json"));
+        }
+        // SAFETY: non-NULL and NUL-terminated by the C contract.
+        let text = unsafe { std::ffi::CStr::from_ptr(json) }
+            .to_str()
+            .map_err(|e| {
+                Error::InvalidArgument(format!("tz_set_attributes: json is not UTF-8: {e}"))
+            })?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            Error::InvalidArgument(format!(
+                "tz_set_attributes: json is not valid JSON ({e}): give a JSON object"
+            ))
+        })?;
+        stream.set_attributes(&value)?;
         Ok(tz_status::TZ_OK as i32)
     })
 }

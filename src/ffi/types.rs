@@ -74,6 +74,10 @@ pub struct tz_shard {
     /// TZ_INDEX_START the file is index then data, otherwise data then index.
     pub index: *const u8,
     pub index_bytes: usize,
+    /// The pyramid level the shard belongs to: 0 for full resolution (and
+    /// for every shard without a pyramid), k for level k, whose array is at
+    /// `<store>/<k>/` in an OME-Zarr store. Since 0.4.
+    pub level: u32,
 }
 
 /// Receives each complete shard on a library thread, never twice at once for
@@ -82,10 +86,10 @@ pub struct tz_shard {
 ///
 /// What a sink may call: tz_get_metrics, tz_stream_last_error, tz_last_error,
 /// tz_status_string and tz_version on any stream, and any function on other
-/// streams. It may not call tz_write, tz_write_all, tz_flush or tz_destroy on
-/// its own stream (tz_flush waits for the very thread the sink runs on):
-/// such a call returns TZ_ERR_INVALID_ARGUMENT (tz_destroy does nothing)
-/// instead of deadlocking.
+/// streams. It may not call tz_write, tz_write_all, tz_flush, tz_destroy or
+/// tz_set_attributes on its own stream (tz_flush waits for the very thread
+/// the sink runs on): such a call returns TZ_ERR_INVALID_ARGUMENT
+/// (tz_destroy does nothing) instead of deadlocking.
 #[allow(non_camel_case_types)]
 pub type tz_shard_sink_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, shard: *const tz_shard) -> i32>;
@@ -104,7 +108,68 @@ pub struct tz_dimension {
     pub tiles_per_shard: u64,
 }
 
+/// What an axis is, in OME-NGFF's terms (`tz_axis.kind`). Since 0.4.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_axis_kind {
+    /// From the dimension's name: "t" time, "c" channel, "z", "y" and "x"
+    /// space, any other name other.
+    TZ_AXIS_DEFAULT = 0,
+    TZ_AXIS_TIME = 1,
+    TZ_AXIS_CHANNEL = 2,
+    TZ_AXIS_SPACE = 3,
+    /// Neither time, channel nor space (OME-NGFF writes no type for it).
+    TZ_AXIS_OTHER = 4,
+}
+
+/// How each pyramid level summarises the 2 x 2 (x 2) windows of the level
+/// below (`tz_config.multiscale_method`). Since 0.4.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_downsample_method {
+    /// The mean, rounded to nearest (integers: ties to even).
+    TZ_DOWNSAMPLE_MEAN = 0,
+    TZ_DOWNSAMPLE_MIN = 1,
+    TZ_DOWNSAMPLE_MAX = 2,
+    /// The lower median: the ceil(n/2)-th smallest of the window's n elements.
+    TZ_DOWNSAMPLE_MEDIAN = 3,
+    /// The window's first element.
+    TZ_DOWNSAMPLE_DECIMATE = 4,
+}
+
+/// What one dimension means physically: its OME-NGFF axis (kind, unit,
+/// physical size and position) and whether pyramid levels halve it.
+/// `tz_config.axes` holds one per dimension, in the order of
+/// `tz_config.dimensions`. Zero-filled except `downsample = -1`, every field
+/// is its default. Since 0.4.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_axis {
+    /// A `tz_axis_kind`; TZ_AXIS_DEFAULT takes the kind from the name.
+    pub kind: u32,
+    /// An OME-NGFF unit: a unit of length ("micrometer", "nanometer", ...)
+    /// for a space axis, of time ("second", "millisecond", ...) for a time
+    /// axis; channel and other axes have none. NULL: no unit.
+    pub unit: *const c_char,
+    /// Physical size of one element at full resolution, > 0; 0 means the
+    /// default, 1.0.
+    pub scale: f64,
+    /// Physical position of element 0 (default 0.0).
+    pub translation: f64,
+    /// Whether pyramid levels halve this dimension: -1 the default (space
+    /// axes of more than one element are halved, others kept), 0 no, 1 yes
+    /// (needs `multiscale`).
+    pub downsample: i32,
+}
+
 /// The configuration, mirroring the JSON form. Start from `tz_config_init`.
+///
+/// In 0.4 the struct grew at its end (`axes` to `attributes_json`; 88 to
+/// 136 bytes on 64-bit platforms): tz_config_init writes, and tz_create and
+/// tz_estimate_memory read, the whole struct, so a program that passes a
+/// tz_config must be built against the header of the library it loads.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_config {
@@ -142,6 +207,43 @@ pub struct tz_config {
     /// Non-zero: do not fsync the store's files and folders (faster; a
     /// power cut may then lose shards already reported written). Since 0.2.
     pub store_skip_fsync: u32,
+    /// NULL: every axis takes its defaults (see `tz_axis`); else `rank`
+    /// entries, one per dimension, in the order of `dimensions`. JSON: the
+    /// dimensions' `kind`, `unit`, `scale`, `translation`, `downsample`.
+    /// Since 0.4.
+    pub axes: *const tz_axis,
+    /// NULL: the array is stored in acquisition order (the order of
+    /// `dimensions`); else `rank` dimension names, slowest first, the order
+    /// the array is stored in. Dimension 0 and the last dimension stay in
+    /// place; an OME-Zarr image stores time, then channel, then space axes.
+    /// Since 0.4.
+    pub storage_order: *const *const c_char,
+    /// Pyramid levels, level 0 (full resolution) included; 0 = as many as it
+    /// takes until every downsampled dimension fits in one tile. Used only
+    /// with `multiscale` (0 otherwise). Since 0.4.
+    pub multiscale_levels: u32,
+    /// A `tz_downsample_method` (default TZ_DOWNSAMPLE_MEAN). Used only with
+    /// `multiscale` (TZ_DOWNSAMPLE_MEAN otherwise). Since 0.4.
+    pub multiscale_method: u32,
+    /// Non-zero: write a multiscale pyramid, level k at `<store>/<k>/`, each
+    /// level halving the downsampled dimensions of the one before (rounding
+    /// up). Implies `ome`. Since 0.4.
+    pub multiscale: i32,
+    /// Non-zero: write an OME-Zarr image (OME-NGFF 0.5): the store is a group
+    /// whose zarr.json holds the `ome` metadata (axes, one dataset per level
+    /// with its scale and translation) and the user's attributes; level k is
+    /// the array at `<store>/<k>/`. 0: one plain Zarr array, as before.
+    /// Since 0.4.
+    pub ome: i32,
+    /// The image's name in the OME metadata; NULL: none. Needs `ome` or
+    /// `multiscale`. Since 0.4.
+    pub ome_name: *const c_char,
+    /// The user's attributes: NULL for none, else a JSON object (a text,
+    /// parsed at tz_create; malformed JSON is TZ_ERR_CONFIG naming
+    /// `attributes_json`), written into the group's zarr.json beside `ome`
+    /// (the array's without OME). It may not hold the key "ome".
+    /// tz_set_attributes replaces them until tz_flush. Since 0.4.
+    pub attributes_json: *const c_char,
 }
 
 /// What tz_recover did to a store.
