@@ -6,6 +6,11 @@
 //   while (left) { size_t n = s.write(p, left); ... }   // 0 = busy, retry
 //   s.flush();                                          // before destruction!
 //
+// OME-Zarr images are configured in the JSON: "ome", "multiscale",
+// "storage_order", "attributes" and the dimensions' "kind", "unit",
+// "scale", "translation", "downsample" (README); set_attributes() replaces
+// the user's attributes until the flush.
+//
 // Notes:
 //  * ~Stream() calls tz_destroy and never throws. Without a prior flush(),
 //    data not yet emitted is discarded (no partial shard is written), which
@@ -59,7 +64,8 @@ private:
 };
 
 // A shard handed to the callback; its pointers are valid only during the
-// call (see tz_shard in tiledzarr.h).
+// call (see tz_shard in tiledzarr.h). With a pyramid ("multiscale"), level
+// says which level's array it belongs to (0: full resolution).
 using Shard = tz_shard;
 // Throw to fail the stream.
 using ShardCallback = std::function<void(const Shard&)>;
@@ -142,6 +148,18 @@ public:
     void flush() {
         int32_t rc = tz_flush(s_);
         if (rc != TZ_OK) fail("tz_flush", rc);
+    }
+
+    // Replaces the user's attributes (a JSON object, like the configuration's
+    // "attributes"): the store writes them into the image group's zarr.json
+    // beside "ome" (the array's zarr.json without OME) at its next metadata
+    // update and at flush(). Throws Error: TZ_ERR_INVALID_ARGUMENT for text
+    // that is not JSON (or a call from this stream's own callback),
+    // TZ_ERR_CONFIG for JSON that is not an object or holds the key "ome",
+    // TZ_ERR_FINISHED after flush(). The attributes are unchanged then.
+    void set_attributes(const std::string& json) {
+        int32_t rc = tz_set_attributes(s_, json.c_str());
+        if (rc != TZ_OK) fail("tz_set_attributes", rc);
     }
 
     // The stream's counters now (bytes in/out, shards, epochs, seconds per
