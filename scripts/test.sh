@@ -153,13 +153,17 @@ for f in include/tiledzarr.h include/tiledzarr.hpp lib/libtiledzarr.a "lib/libti
 done
 objdump -p "$prefix/lib/libtiledzarr.so.$version" | grep -q 'SONAME *libtiledzarr.so.0'
 
-# Runs the three examples built in $1 and reads their stores back.
+# Runs the four examples built in $1 and reads their stores back.
 run_examples() {
     local bin=$1 out=$2
     "$bin/stream_to_store" "$out/s.zarr" "$out/s.raw"
     "$PY" tests/readback/check_store.py --store "$out/s.zarr" --raw "$out/s.raw" --dtype uint16 --shape 40,300,260
     "$bin/callback_sink" "$out/cb.zarr" "$out/cb.raw"
     "$PY" tests/readback/check_store.py --store "$out/cb.zarr" --raw "$out/cb.raw" --dtype uint16 --shape 37,300,260
+    # An OME-Zarr image with a 3-level pyramid, through tz_config: every
+    # level against a NumPy pyramid, the OME-NGFF validator, ome-zarr-py.
+    "$bin/ome_pyramid" "$out/ome.zarr" "$out/ome.raw" "$out/ome.json"
+    "$PY" tests/readback/check_ome.py --store "$out/ome.zarr" --raw "$out/ome.raw" --config "$out/ome.json"
     "$bin/acquire_cpp" "$out/cpp.zarr" --frames 48 --fps 400 --width 256 --height 192
     "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$out/cpp.zarr"
 }
@@ -187,7 +191,7 @@ gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L examples/c/stream_to_store
 "$PY" tests/readback/check_store.py --store "$work/pc.zarr" --raw "$work/pc.raw" --dtype uint16 --shape 40,300,260
 
 step "C examples under AddressSanitizer and UndefinedBehaviorSanitizer"
-for ex in stream_to_store callback_sink; do
+for ex in stream_to_store callback_sink ome_pyramid; do
     # shellcheck disable=SC2046
     gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L -g -fsanitize=address,undefined \
         -fno-sanitize-recover=all examples/c/$ex.c $(pkg-config --cflags --libs tiledzarr) \
