@@ -40,13 +40,18 @@ pub struct PyShard {
     /// Whether the shard file is index then data (else data then index).
     #[pyo3(get)]
     index_at_start: bool,
+    /// The pyramid level the shard belongs to: 0 for full resolution (and
+    /// every shard without a pyramid), k for the array at `<store>/<k>`.
+    #[pyo3(get)]
+    level: u32,
 }
 
 #[pymethods]
 impl PyShard {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
-            "Shard(coord={}, index_at_start={})",
+            "Shard(level={}, coord={}, index_at_start={})",
+            self.level,
             self.coord
                 .bind(py)
                 .repr()
@@ -101,6 +106,7 @@ impl PySink {
             data: data.clone().unbind(),
             index: index.clone().unbind(),
             index_at_start: shard.index_at_start,
+            level: shard.level,
         };
         let result = self.callable.bind(py).call1((arg,)).map(|_| ());
         // Released whatever the call did, before the memory goes back.

@@ -109,7 +109,7 @@ impl PyStream {
         if in_sink(self.id) {
             return Err(errors::invalid_argument(format!(
                 "Stream.{what} was called from this stream's own sink, which may not write, \
-                 append, flush or close its stream"
+                 append, set_attributes, flush or close its stream"
             )));
         }
         Ok(())
@@ -196,9 +196,10 @@ impl PyStream {
         let stream = py
             .detach(|| Stream::new(&config, sink))
             .map_err(|e| errors::to_py(&e, None))?;
-        let layout = &stream.config().layout;
-        let plane_shape = layout.dims()[1..].iter().map(|d| d.size).collect();
-        let capacity = layout.array_bytes();
+        // A frame as it arrives: the acquisition order of `dimensions`
+        // (the layout is in the storage order).
+        let plane_shape = config.dimensions[1..].iter().map(|d| d.size).collect();
+        let capacity = stream.config().layout.array_bytes();
         let config_json = stream.config().config.to_json();
         Ok(PyStream {
             id,
@@ -299,6 +300,15 @@ impl PyStream {
         }
         self.write_blocking(py, "append", &buf, timeout)?;
         Ok(())
+    }
+
+    /// Replaces the user's attributes with `attributes_json`, a JSON object.
+    fn set_attributes(&self, py: Python<'_>, attributes_json: &str) -> PyResult<()> {
+        self.check_caller("set_attributes")?;
+        let value: serde_json::Value = serde_json::from_str(attributes_json).map_err(|e| {
+            errors::invalid_argument(format!("attributes are not valid JSON ({e})"))
+        })?;
+        self.detached(py, "set_attributes", |s| s.set_attributes(&value))
     }
 
     /// Completes the stream; blocks until every shard is out.

@@ -257,18 +257,30 @@ class Stream:
         planes).
     ``device``
         The GPU ordinal.
+    ``ome``, ``multiscale``, ``storage_order``, ``attributes``
+        An OME-Zarr image (OME-NGFF 0.5): ``"ome": True`` (or ``{"name":
+        ...}``) makes the store a group whose ``zarr.json`` holds the OME
+        metadata, level k's array at ``<store>/<k>``; ``"multiscale":
+        {"levels": 3, "method": "mean"}`` adds pyramid levels (method mean,
+        min, max, median or decimate; levels 0 = until one tile);
+        ``"storage_order"`` lists the dimension names in the order the array
+        is stored; ``"attributes"`` is a dict written beside ``ome`` (see
+        ``set_attributes``). Each dimension may give ``kind`` (time,
+        channel, space, other), ``unit`` (``"micrometer"``, ``"second"``,
+        ...), ``scale``, ``translation`` and ``downsample``.
 
     Unknown keys and wrong types raise ConfigError naming the field.
 
     ``sink``, optional, is a callable that receives every complete shard as
-    a :class:`Shard` (``coord``, ``data``, ``index``, ``index_at_start``),
-    one call at a time, on a library thread (it takes the GIL for the
-    call). ``data`` and ``index`` are read-only memoryviews of the library's
+    a :class:`Shard` (``coord``, ``data``, ``index``, ``index_at_start``,
+    and ``level``, the pyramid level: 0 without a pyramid), one call at a
+    time, on a library thread (it takes the GIL for the call). ``data`` and ``index`` are read-only memoryviews of the library's
     memory, valid during the call only: they are released when it returns
     (copy with ``bytes(shard.data)`` to keep them). An exception raised by
     the sink poisons the stream: the next call raises SinkError with that
     exception as its ``__cause__``. The sink may read ``metrics`` but may not
-    write, append, flush or close its own stream (InvalidArgumentError).
+    write, append, set attributes, flush or close its own stream
+    (InvalidArgumentError).
 
     As a context manager the stream flushes when the ``with`` block ends
     normally and is closed without a flush when it ends with an exception:
@@ -321,6 +333,22 @@ class Stream:
         array is refused whole (ArrayOverflowError). The GIL is released
         while it waits and copies."""
         self._native.append(frame, timeout)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Replaces the user's attributes (the configuration's
+        ``"attributes"``) with ``attributes``, a dict serialised with
+        ``json`` (numpy scalars and paths are converted): the store writes
+        them into the image group's ``zarr.json`` beside ``ome`` (the
+        array's ``zarr.json`` without OME) at its next metadata update and
+        at the flush. Callable until the flush; FinishedError after it.
+        ConfigError when they are not a JSON object or hold the key
+        ``"ome"``; InvalidArgumentError when they cannot be serialised. The
+        attributes are unchanged on error."""
+        try:
+            text = json.dumps(attributes, default=_json_value, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"attributes cannot be written as JSON: {e}") from None
+        self._native.set_attributes(text)
 
     def flush(self) -> None:
         """Completes the stream: pads the last partial epoch with zeros,
