@@ -156,8 +156,14 @@ fn pick<T: Sample>(method: Method, window: &mut [T]) -> T {
     match method {
         Method::Decimate => window[0],
         Method::Mean => T::mean(window),
-        Method::Min => *window.iter().min_by(|a, b| T::order(a, b)).expect("non-empty"),
-        Method::Max => *window.iter().max_by(|a, b| T::order(a, b)).expect("non-empty"),
+        Method::Min => *window
+            .iter()
+            .min_by(|a, b| T::order(a, b))
+            .expect("non-empty"),
+        Method::Max => *window
+            .iter()
+            .max_by(|a, b| T::order(a, b))
+            .expect("non-empty"),
         Method::Median => {
             window.sort_unstable_by(T::order);
             window[(window.len() - 1) / 2]
@@ -178,13 +184,21 @@ fn reduce_plane<T: Sample>(r: &PlaneReduction, src: &[u8], out: &mut [u8]) {
     for d in (0..rank.saturating_sub(1)).rev() {
         stride[d] = stride[d + 1] * inner[d + 1] as usize;
     }
-    let row = if rank == 0 { 1 } else { out_inner[rank - 1] as usize };
+    let row = if rank == 0 {
+        1
+    } else {
+        out_inner[rank - 1] as usize
+    };
     out.par_chunks_mut(row * T::SIZE)
         .enumerate()
         .for_each(|(row_index, out_row)| {
             let mut coord = vec![0u64; rank];
             if rank > 0 {
-                crate::layout::unravel(row_index as u64, &out_inner[..rank - 1], &mut coord[..rank - 1]);
+                crate::layout::unravel(
+                    row_index as u64,
+                    &out_inner[..rank - 1],
+                    &mut coord[..rank - 1],
+                );
             }
             let mut inline = [T::read(&src[..T::SIZE]); INLINE_WINDOW];
             let mut heap = Vec::new();
@@ -192,7 +206,16 @@ fn reduce_plane<T: Sample>(r: &PlaneReduction, src: &[u8], out: &mut [u8]) {
                 if rank > 0 {
                     coord[rank - 1] = x as u64;
                 }
-                let n = gather(r, src, planes, plane_elems, &stride, &coord, &mut inline, &mut heap);
+                let n = gather(
+                    r,
+                    src,
+                    planes,
+                    plane_elems,
+                    &stride,
+                    &coord,
+                    &mut inline,
+                    &mut heap,
+                );
                 let window = if n <= INLINE_WINDOW {
                     &mut inline[..n]
                 } else {
