@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example acquire -- [--frames N] [--out PATH] [--backend auto|cpu|gpu] [--size PX]
+//!     [--multiscale N] [--method mean|min|max|median|decimate]
 //! cargo run --release --example acquire -- --help
 //! ```
 //!
@@ -36,6 +37,10 @@ usage: cargo run --release --example acquire -- [options]
   --backend auto|cpu|gpu   auto: the GPU when one is usable, else the CPU
                            (default auto)
   --size PX                frame height and width in pixels (default 2048)
+  --multiscale N           write an OME-Zarr image with an N-level pyramid
+                           halving z, y and x (0: until y and x fit in a tile)
+  --method M               the pyramid's reduction: mean (default), min, max,
+                           median, decimate
   -h, --help               this text
 
 Options also take the form --frames=N. While stderr is a terminal a progress
@@ -53,6 +58,9 @@ struct Options {
     /// "auto", "cpu" or "gpu", the configuration's names.
     backend: &'static str,
     size: u64,
+    /// Pyramid levels and method, when asked for.
+    multiscale: Option<u64>,
+    method: &'static str,
 }
 
 impl Default for Options {
@@ -62,6 +70,8 @@ impl Default for Options {
             out: "out.zarr".into(),
             backend: "auto",
             size: 2048,
+            multiscale: None,
+            method: "mean",
         }
     }
 }
@@ -127,6 +137,17 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
                     .map_err(|v| format!("{key}: {:?} is not valid UTF-8", v.to_string_lossy()))?
             }
             "--backend" => o.backend = backend(&value()?)?,
+            "--multiscale" => o.multiscale = Some(whole_number(&key, &value()?)?),
+            "--method" => {
+                let v = value()?;
+                let text = v.to_string_lossy();
+                o.method = ["mean", "min", "max", "median", "decimate"]
+                    .into_iter()
+                    .find(|m| *m == text)
+                    .ok_or_else(|| {
+                        format!("{key}: {text:?} is not one of mean, min, max, median, decimate")
+                    })?;
+            }
             "--size" => {
                 o.size = whole_number(&key, &value()?)?;
                 if o.size == 0 {
@@ -160,17 +181,20 @@ fn acquire(o: &Options) -> Result<(), String> {
     let size = o.size;
     // Built as JSON, the library's one schema: keys it adds later keep their
     // defaults, and serde_json escapes the path.
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "dtype": "uint16",
         "dimensions": [
-            {"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1},
-            {"name": "y", "size": size, "tile": 32, "tiles_per_shard": 16},
-            {"name": "x", "size": size, "tile": 32, "tiles_per_shard": 16}
+            {"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1, "unit": "micrometer"},
+            {"name": "y", "size": size, "tile": 32, "tiles_per_shard": 16, "unit": "micrometer", "scale": 0.65},
+            {"name": "x", "size": size, "tile": 32, "tiles_per_shard": 16, "unit": "micrometer", "scale": 0.65}
         ],
         "codec": {"name": "zstd", "level": 1},
         "backend": o.backend,
         "store": {"path": o.out, "overwrite": true}
     });
+    if let Some(levels) = o.multiscale {
+        json["multiscale"] = serde_json::json!({"levels": levels, "method": o.method});
+    }
     let config = Config::from_json(&json.to_string()).map_err(|e| format!("configuration: {e}"))?;
 
     // The stream first: a store, backend or memory problem is reported

@@ -4,8 +4,13 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python (default:
-# all seven, in that order). codecs sweeps every codec over cam-32 on the GPU and
+# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python, ome
+# (default: all eight, in that order). ome writes the OME-Zarr fixtures on
+# the GPU backend into RESULTS_DIR/ome-stores.tgz (their manifest names
+# the paths they had here: the build machine checks them with
+# tests/readback/check_ome.py, which has the readers and the validator),
+# runs them under compute-sanitizer memcheck, and benchmarks cam-32 beside
+# cam-32-pyramid (mean and median) in one run, shards discarded. codecs sweeps every codec over cam-32 on the GPU and
 # the CPU backend, shards discarded, each with its ceilings (records under
 # RESULTS_DIR/codecs). fsync streams cam-32 into a store with and without fsync. protocol runs every configuration of the benchmark protocol
 # (TZ_PROTOCOL_CONFIGS to name fewer) on the GPU backend, shards discarded
@@ -25,7 +30,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python ome)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 # The python phase runs without these two.
@@ -169,6 +174,28 @@ python_phase() {
     return $rc
 }
 check python-cam-32 python_phase
+fi
+
+if wants ome; then
+step "OME-Zarr: the fixtures on the GPU backend, compute-sanitizer, cam-32-pyramid beside cam-32"
+rm -rf "$results/ome-stores"
+check ome-fixtures-gpu env TZ_OME_BACKEND=gpu TZ_OME_DIR="$results/ome-stores" \
+    "$here/bin/ome_fixtures" --exact write_ome_fixtures
+tar -C "$results" -czf "$results/ome-stores.tgz" ome-stores && rm -rf "$results/ome-stores"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+check sanitizer-memcheck-ome env TZ_OME_BACKEND=gpu TZ_OME_DIR="$results/ome-sanitizer" \
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$here/bin/ome_fixtures" --exact write_ome_fixtures
+rm -rf "$results/ome-sanitizer"
+bytes="${TZ_OME_BYTES:-8GiB}"
+check ome-bench-cam-32 "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --bytes "$bytes" --reps 3 --no-ceilings --out "$results/ome-cam-32-gpu-discard.json"
+for method in mean median; do
+    check "ome-bench-pyramid-$method" "$here/bin/tz-bench" --config cam-32-pyramid --method "$method" \
+        --backend gpu --sink discard --bytes "$bytes" --reps 3 --no-ceilings \
+        --out "$results/ome-cam-32-pyramid-$method-gpu-discard.json"
+done
+check ome-bench-tczyx-ome "$here/bin/tz-bench" --config tczyx-ome --backend gpu --sink discard \
+    --bytes "$bytes" --reps 3 --no-ceilings --out "$results/ome-tczyx-ome-gpu-discard.json"
 fi
 
 step "summary"

@@ -80,7 +80,11 @@ fn cases() -> Vec<Case> {
         }
     }
     // Acquired t-z-c-y-x, stored t-c-z-y-x (OME's order), y and x halved.
-    for (method, dtype) in [("mean", DType::Uint16), ("median", DType::Int16), ("max", DType::Float32)] {
+    for (method, dtype) in [
+        ("mean", DType::Uint16),
+        ("median", DType::Int16),
+        ("max", DType::Float32),
+    ] {
         out.push(Case {
             name: format!("tzcyx-to-tczyx-{method}"),
             dtype,
@@ -260,7 +264,9 @@ fn write_case(case: &Case, dir: &Path, backend: &str) -> Written {
         at += n;
         step = step * 7 % 61 + 1;
     }
-    let summary = stream.finish().unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let summary = stream
+        .finish()
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
     std::fs::write(&raw, &input).unwrap();
     std::fs::write(&config_path, &text).unwrap();
 
@@ -276,15 +282,29 @@ fn write_case(case: &Case, dir: &Path, backend: &str) -> Written {
     assert_eq!(shape, want_shape, "{}", case.name);
     let mut padded = input.clone();
     padded.resize((acq.iter().product::<u64>() * elem) as usize, 0);
-    assert_eq!(decoded, transpose(&padded, &acq, order, elem as usize), "{}: level 0", case.name);
+    assert_eq!(
+        decoded,
+        transpose(&padded, &acq, order, elem as usize),
+        "{}: level 0",
+        case.name
+    );
     // Every level's array with the pyramid's shape.
     for (k, layout) in v.image.levels.iter().enumerate() {
         let doc: Value = serde_json::from_slice(
-            &std::fs::read(if ome { store.join(k.to_string()).join("zarr.json") } else { store.join("zarr.json") })
-                .unwrap(),
+            &std::fs::read(if ome {
+                store.join(k.to_string()).join("zarr.json")
+            } else {
+                store.join("zarr.json")
+            })
+            .unwrap(),
         )
         .unwrap();
-        let shape: Vec<u64> = doc["shape"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+        let shape: Vec<u64> = doc["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_u64().unwrap())
+            .collect();
         let mut want: Vec<u64> = layout.dims().iter().map(|d| d.size).collect();
         if layout.is_unbounded() {
             let ds0 = v.image.axes[0].downsample;
@@ -331,6 +351,76 @@ fn write_ome_fixtures() {
     let mut manifest = std::fs::File::create(dir.join("manifest.tsv")).unwrap();
     for case in cases() {
         let w = write_case(&case, &dir, &backend);
-        writeln!(manifest, "{}\t{}\t{}", w.store.display(), w.raw.display(), w.config.display()).unwrap();
+        writeln!(
+            manifest,
+            "{}\t{}\t{}",
+            w.store.display(),
+            w.raw.display(),
+            w.config.display()
+        )
+        .unwrap();
     }
+}
+
+fn small_ome(store: &Path, extra: &str) -> Result<Config, tiledzarr::config::ConfigError> {
+    Config::from_json(&format!(
+        r#"{{"dtype": "uint16", "backend": "cpu",
+            "dimensions": [{{"name": "t", "size": 0, "tile": 2}}, {{"name": "y", "size": 16, "tile": 8}},
+                           {{"name": "x", "size": 16, "tile": 8}}],
+            "multiscale": {{"levels": 2}},
+            "store": {{"path": {:?}, "fsync": false}}{extra}}}"#,
+        store.to_str().unwrap()
+    ))
+}
+
+#[test]
+fn bad_image_configs_write_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s.zarr");
+    for extra in [
+        r#", "attributes": {"ome": 1}"#,
+        r#", "attributes": 7"#,
+        r#", "storage_order": ["y", "t", "x"]"#,
+        r#", "multiscale": {"levels": 9}"#,
+    ] {
+        // A duplicate key: the later multiscale replaces the first.
+        let e = match small_ome(&store, extra) {
+            Ok(c) => Stream::new(&c, None).err().expect("refused"),
+            Err(e) => tiledzarr::Error::from(e),
+        };
+        assert!(!store.exists(), "{extra}: {e}");
+    }
+}
+
+#[test]
+fn attributes_replaced_before_the_flush_reach_the_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s.zarr");
+    let c = small_ome(&store, r#", "attributes": {"run": 1}"#).unwrap();
+    let mut s = Stream::new(&c, None).unwrap();
+    let group = || -> Value {
+        serde_json::from_slice(&std::fs::read(store.join("zarr.json")).unwrap()).unwrap()
+    };
+    assert_eq!(group()["attributes"]["run"], 1);
+    let frame = vec![7u8; 16 * 16 * 2];
+    for _ in 0..5 {
+        s.write_blocking(&frame, None).unwrap();
+    }
+    assert!(s.set_attributes(&json!([1])).is_err());
+    assert!(s.set_attributes(&json!({"ome": 2})).is_err());
+    s.set_attributes(&json!({"run": 2, "stage": {"x": 1.5}}))
+        .unwrap();
+    s.finish().unwrap();
+    let g = group();
+    assert_eq!(g["attributes"]["run"], 2);
+    assert_eq!(g["attributes"]["stage"]["x"], 1.5);
+    assert_eq!(g["attributes"]["ome"]["version"], "0.5");
+    assert!(matches!(
+        s.set_attributes(&json!({"run": 3})),
+        Err(tiledzarr::Error::Finished)
+    ));
+    // Level 1 halves y and x; time is not downsampled by default.
+    let l1: Value =
+        serde_json::from_slice(&std::fs::read(store.join("1/zarr.json")).unwrap()).unwrap();
+    assert_eq!(l1["shape"], json!([5, 8, 8]));
 }

@@ -198,7 +198,8 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
     // Checked before anything is allocated: staging pages are touched at
     // once, and the kernel kills a process that overcommits rather than
     // failing the allocation.
-    crate::memory::check_available(cpu::plan(v).host_bytes, "this stream (CPU backend)")?;
+    let host = cpu::plan(v).host_bytes.saturating_add(cpu::pyramid_host_bytes(v));
+    crate::memory::check_available(host, "this stream (CPU backend)")?;
     let cpu = cpu::CpuBackend::new(v)?;
     Ok((
         Box::new(cpu),
@@ -213,6 +214,7 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
 /// it would run on, without creating it: the same choice as [`select`].
 pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
     let (kind, mut plan) = estimate_backend(v)?;
+    plan.host_bytes = plan.host_bytes.saturating_add(cpu::pyramid_host_bytes(v));
     if v.config.store.as_ref().is_some_and(|s| s.url.is_some()) {
         // Shards copied for upload: at most the budget, or one shard.
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());

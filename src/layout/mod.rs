@@ -121,7 +121,9 @@ impl Layout {
         let rank = self.rank();
         let mut seen = vec![false; rank];
         let valid = source_order.len() == rank
-            && source_order.iter().all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
+            && source_order
+                .iter()
+                .all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
             && source_order[0] == 0
             && source_order[rank - 1] == rank - 1;
         if !valid {

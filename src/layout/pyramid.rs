@@ -106,8 +106,14 @@ mod tests {
 
     #[test]
     fn sizes_halve_rounding_up() {
-        assert_eq!(level_sizes(&[0, 7, 8, 3], &[true, true, true, false], 1), [0, 4, 4, 3]);
-        assert_eq!(level_sizes(&[0, 7, 8, 3], &[true, true, true, false], 3), [0, 1, 1, 3]);
+        assert_eq!(
+            level_sizes(&[0, 7, 8, 3], &[true, true, true, false], 1),
+            [0, 4, 4, 3]
+        );
+        assert_eq!(
+            level_sizes(&[0, 7, 8, 3], &[true, true, true, false], 3),
+            [0, 1, 1, 3]
+        );
         assert_eq!(window(3, 7, true), 6..7);
         assert_eq!(window(2, 7, true), 4..6);
         assert_eq!(window(2, 7, false), 2..3);
@@ -119,7 +125,10 @@ mod tests {
         assert_eq!(max_levels(&[0, 7, 5], &[true, true, false]), 4);
         assert_eq!(max_levels(&[1, 1], &[true, true]), 1);
         // 300 with tiles of 64: 300 -> 150 -> 75 -> 38 fits.
-        assert_eq!(levels_to_one_tile(&[0, 300, 20], &[4, 64, 64], &[true, true, true]), Some(4));
+        assert_eq!(
+            levels_to_one_tile(&[0, 300, 20], &[4, 64, 64], &[true, true, true]),
+            Some(4)
+        );
         assert_eq!(levels_to_one_tile(&[0, 30], &[4, 64], &[true, false]), None);
         assert_eq!(levels_to_one_tile(&[10], &[16], &[true]), Some(1));
     }

@@ -7,7 +7,12 @@ use serde_json::{json, Map, Value};
 
 /// `zarr.json` of level `level`'s array with `planes` planes along
 /// dimension 0 (the level's size when bounded), holding `attributes`.
-pub fn zarr_json(v: &Validated, level: u32, planes: u64, attributes: &Map<String, Value>) -> String {
+pub fn zarr_json(
+    v: &Validated,
+    level: u32,
+    planes: u64,
+    attributes: &Map<String, Value>,
+) -> String {
     let layout = &v.image.levels[level as usize];
     let mut shape: Vec<u64> = layout.dims().iter().map(|d| d.size).collect();
     shape[0] = planes;

@@ -33,7 +33,12 @@ pub struct Document {
 }
 
 /// Level `level`'s array document with `planes` planes along dimension 0.
-pub fn level_document(v: &Validated, level: u32, planes: u64, attributes: &Map<String, Value>) -> Document {
+pub fn level_document(
+    v: &Validated,
+    level: u32,
+    planes: u64,
+    attributes: &Map<String, Value>,
+) -> Document {
     // The user's attributes live in the group of an OME image.
     let empty = Map::new();
     let attrs = if v.image.is_ome() { &empty } else { attributes };
@@ -45,7 +50,11 @@ pub fn level_document(v: &Validated, level: u32, planes: u64, attributes: &Map<S
 
 /// The document holding the attributes: the group (OME) or level 0's
 /// array (with `planes0` planes).
-pub fn attributes_document(v: &Validated, planes0: u64, attributes: &Map<String, Value>) -> Document {
+pub fn attributes_document(
+    v: &Validated,
+    planes0: u64,
+    attributes: &Map<String, Value>,
+) -> Document {
     if v.image.is_ome() {
         Document {
             key: "zarr.json".into(),
@@ -58,7 +67,11 @@ pub fn attributes_document(v: &Validated, planes0: u64, attributes: &Map<String,
 
 /// Every document of a store whose levels hold `planes[k]` planes along
 /// dimension 0: the group first (OME), then each level's array.
-pub fn all_documents(v: &Validated, planes: &[u64], attributes: &Map<String, Value>) -> Vec<Document> {
+pub fn all_documents(
+    v: &Validated,
+    planes: &[u64],
+    attributes: &Map<String, Value>,
+) -> Vec<Document> {
     let mut docs = Vec::with_capacity(planes.len() + 1);
     if v.image.is_ome() {
         docs.push(attributes_document(v, planes[0], attributes));

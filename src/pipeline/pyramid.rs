@@ -197,7 +197,8 @@ impl Lane {
         }
         if i < n {
             self.carry.clear();
-            self.carry.extend_from_slice(&src[i * plane..(i + 1) * plane]);
+            self.carry
+                .extend_from_slice(&src[i * plane..(i + 1) * plane]);
             self.carried = true;
         }
         Ok(())
@@ -233,11 +234,12 @@ impl Lane {
 /// Grows `buf` to `len` bytes (zeros), failing cleanly when memory is short.
 fn grow(buf: &mut Vec<u8>, len: usize) -> Result<()> {
     // Amortised: planes are added one at a time.
-    buf.try_reserve(len.saturating_sub(buf.len())).map_err(|_| {
-        crate::error::Error::OutOfMemory(format!(
-            "a pyramid level's planes: {len} bytes could not be allocated"
-        ))
-    })?;
+    buf.try_reserve(len.saturating_sub(buf.len()))
+        .map_err(|_| {
+            crate::error::Error::OutOfMemory(format!(
+                "a pyramid level's planes: {len} bytes could not be allocated"
+            ))
+        })?;
     buf.resize(len, 0);
     Ok(())
 }

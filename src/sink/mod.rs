@@ -6,10 +6,10 @@ mod attributes;
 mod fs;
 mod object;
 
+pub use attributes::SharedAttributes;
 #[doc(hidden)]
 pub use fs::sync_calls as fs_sync_calls;
 pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
-pub use attributes::SharedAttributes;
 pub use object::S3Store;
 
 use crate::error::{Error, Result};
@@ -68,7 +68,9 @@ impl ShardSink for Tee {
         self.0.iter_mut().try_for_each(|s| s.emit(shard))
     }
     fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
-        self.0.iter_mut().try_for_each(|s| s.progress(level, planes))
+        self.0
+            .iter_mut()
+            .try_for_each(|s| s.progress(level, planes))
     }
     fn finish(&mut self, planes: &[u64]) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.finish(planes))

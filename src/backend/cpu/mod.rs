@@ -44,6 +44,34 @@ pub fn plan(v: &Validated) -> MemoryPlan {
     }
 }
 
+/// Host memory of a pyramid's levels 1.. (they run on the CPU whatever
+/// level 0's backend): per level, the CPU backend's buffers and shard state
+/// for its layout, the planes waiting for a whole epoch (one epoch and a
+/// staging buffer's share) and the carried planes.
+pub fn pyramid_host_bytes(v: &Validated) -> u64 {
+    let levels = &v.image.levels;
+    let buffer0 = v.epochs_per_buffer * v.layout.epoch_bytes();
+    let mut total = 0u64;
+    for (k, layout) in levels.iter().enumerate().skip(1) {
+        let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
+        let tiles = layout.tiles_per_epoch();
+        let positions = layout.shard_major_len();
+        let epoch_out = tiles * chunk + (positions + 1) * 8;
+        let scratch = v.threads as u64 * task_tiles(layout) * layout.tile_bytes() as u64;
+        let tables = positions * std::mem::size_of::<Option<u64>>() as u64
+            + tiles * std::mem::size_of::<Vec<u8>>() as u64;
+        let assembler = ShardAssembler::memory_bytes(layout, chunk);
+        // A level's planes are at most as large as level 0's.
+        let share = buffer0 * layout.plane_bytes() / v.layout.plane_bytes().max(1);
+        let pending = layout.epoch_bytes() + share;
+        let carry = 2 * levels[k - 1].plane_bytes();
+        total = [epoch_out, scratch, tables, assembler, pending, carry]
+            .iter()
+            .fold(total, |sum, &b| sum.saturating_add(b));
+    }
+    total
+}
+
 /// Scratch per task stays near this size (many small tiles per task, or
 /// one large tile).
 const TASK_BYTES: usize = 1 << 20;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use tiledzarr::config::{BackendChoice, Cname, Shuffle};
+use tiledzarr::config::{BackendChoice, Cname, Method, Shuffle};
 use tiledzarr::synth::Pattern;
 
 pub const USAGE: &str = "\
@@ -13,8 +13,9 @@ tz-bench: the ingest throughput of TiledZarr, as bench/README.md defines it
 
 usage: tz-bench [options]
 
-  --config NAME|FILE.json   cam-32 (default), cam-64, cam-128, tczyx, frames-u8,
-                            or a configuration file in the library's JSON schema
+  --config NAME|FILE.json   cam-32 (default), cam-32-pyramid, cam-64, cam-128,
+                            tczyx, tczyx-ome, frames-u8, or a configuration
+                            file in the library's JSON schema
   --backend auto|cpu|gpu    overrides the configuration's backend (named: auto)
   --sink discard|fs         discard shards (pipeline figure, default) or write
                             a Zarr store (end-to-end figure)
@@ -37,6 +38,10 @@ usage: tz-bench [options]
                             blosc-lz4, blosc-zlib, each blosc one optionally
                             with -byte, -bit or -noshuffle (default: the
                             configuration's codec)
+  --multiscale N            write an N-level pyramid (0: until every halved
+                            dimension fits in a tile), OME-Zarr metadata
+  --method M                the pyramid's reduction: mean (default), min,
+                            max, median, decimate
   --threads N               CPU worker threads, also used by the CPU ceiling
                             (default: one per core)
   --out RECORD.json         the JSON record (default
@@ -128,6 +133,9 @@ pub struct Options {
     /// The codecs to sweep; empty: the configuration's.
     pub codecs: Vec<CodecArg>,
     pub threads: Option<u32>,
+    /// Pyramid levels (`--multiscale`) and reduction (`--method`).
+    pub multiscale: Option<u32>,
+    pub method: Option<tiledzarr::config::Method>,
     pub out: Option<PathBuf>,
     pub peers: bool,
     pub python: Option<PathBuf>,
@@ -149,6 +157,8 @@ impl Default for Options {
             level: None,
             codecs: Vec::new(),
             threads: None,
+            multiscale: None,
+            method: None,
             out: None,
             peers: false,
             python: None,
@@ -204,6 +214,17 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                     .collect::<Result<_, _>>()?;
             }
             "--threads" => o.threads = Some(number(&key, &value()?)?),
+            "--multiscale" => o.multiscale = Some(number(&key, &value()?)?),
+            "--method" => {
+                let methods = [
+                    ("mean", Method::Mean),
+                    ("min", Method::Min),
+                    ("max", Method::Max),
+                    ("median", Method::Median),
+                    ("decimate", Method::Decimate),
+                ];
+                o.method = Some(choice(&key, &value()?, &methods)?);
+            }
             "--out" => o.out = Some(value()?.into()),
             "--peers" => o.peers = true,
             "--python" => o.python = Some(value()?.into()),

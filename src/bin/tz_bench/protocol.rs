@@ -2,28 +2,41 @@
 //! and the command-line overrides applied to them or to a JSON file.
 
 use super::args::{CodecArg, Options};
-use tiledzarr::config::{Cname, Codec, Shuffle};
+use tiledzarr::config::{Cname, Codec, Multiscale, Shuffle};
 use tiledzarr::{Config, DType};
 
 /// `(name, size, tile, tiles_per_shard)`, slowest first; size 0 is the
 /// protocol's ∞ (the unbounded append axis).
 type Dims = &'static [(&'static str, u64, u64, u64)];
 
-const NAMED: &[(&str, DType, Dims)] = &[
+/// Keys added to a named configuration's JSON (a pyramid, OME metadata).
+type Extra = &'static str;
+
+const NAMED: &[(&str, DType, Dims, Extra)] = &[
     (
         "cam-32",
         DType::Uint16,
         &[("z", 0, 32, 1), ("y", 2048, 32, 16), ("x", 2048, 32, 16)],
+        "",
+    ),
+    (
+        // cam-32 with a 5-level mean pyramid halving z, y and x.
+        "cam-32-pyramid",
+        DType::Uint16,
+        &[("z", 0, 32, 1), ("y", 2048, 32, 16), ("x", 2048, 32, 16)],
+        r#"{"multiscale": {"levels": 5, "method": "mean"}}"#,
     ),
     (
         "cam-64",
         DType::Uint16,
         &[("z", 0, 64, 1), ("y", 2048, 64, 8), ("x", 2048, 64, 8)],
+        "",
     ),
     (
         "cam-128",
         DType::Uint16,
         &[("z", 0, 32, 1), ("y", 2048, 128, 4), ("x", 2048, 128, 4)],
+        "",
     ),
     (
         "tczyx",
@@ -35,35 +48,71 @@ const NAMED: &[(&str, DType, Dims)] = &[
             ("y", 1024, 128, 4),
             ("x", 1024, 128, 4),
         ],
+        "",
+    ),
+    (
+        // tczyx acquired t-z-c-y-x and stored t-c-z-y-x as OME-NGFF asks,
+        // with a 3-level mean pyramid halving y and x.
+        "tczyx-ome",
+        DType::Uint16,
+        &[
+            ("t", 0, 1, 1),
+            ("z", 64, 32, 2),
+            ("c", 3, 1, 1),
+            ("y", 1024, 128, 4),
+            ("x", 1024, 128, 4),
+        ],
+        r#"{"storage_order": ["t", "c", "z", "y", "x"], "ome": true,
+            "multiscale": {"levels": 3, "method": "mean"},
+            "dimensions": {"z": {"downsample": false}}}"#,
     ),
     (
         "frames-u8",
         DType::Uint8,
         &[("t", 0, 1, 64), ("y", 4096, 256, 4), ("x", 4096, 256, 4)],
+        "",
     ),
 ];
 
 pub fn names() -> impl Iterator<Item = &'static str> {
-    NAMED.iter().map(|(n, _, _)| *n)
+    NAMED.iter().map(|(n, _, _, _)| *n)
 }
 
 /// A named configuration: zstd level 1, backend auto, no store. Built
 /// through the JSON schema so that keys added to it later keep their
 /// defaults.
 pub fn named(name: &str) -> Option<Config> {
-    let (_, dtype, dims) = NAMED.iter().find(|(n, _, _)| *n == name)?;
+    let (_, dtype, dims, extra) = NAMED.iter().find(|(n, _, _, _)| *n == name)?;
+    let extra: serde_json::Value = if extra.is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_str(extra).expect("the named configurations' extras parse")
+    };
+    // Per-dimension keys in the extra are keyed by the dimension's name.
     let dimensions: Vec<_> = dims
         .iter()
         .map(|&(n, size, tile, tps)| {
-            serde_json::json!({"name": n, "size": size, "tile": tile, "tiles_per_shard": tps})
+            let mut d =
+                serde_json::json!({"name": n, "size": size, "tile": tile, "tiles_per_shard": tps});
+            if let Some(more) = extra["dimensions"][n].as_object() {
+                for (k, v) in more {
+                    d[k] = v.clone();
+                }
+            }
+            d
         })
         .collect();
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "dtype": dtype.name(),
         "dimensions": dimensions,
         "codec": {"name": "zstd", "level": 1},
         "backend": "auto",
     });
+    for (k, v) in extra.as_object().expect("an object") {
+        if k != "dimensions" {
+            json[k] = v.clone();
+        }
+    }
     Some(Config::from_json(&json.to_string()).expect("the named configurations parse"))
 }
 
@@ -100,6 +149,15 @@ pub fn apply(config: &mut Config, o: &Options, arg: Option<CodecArg>) {
     config.codec = codec(config.codec, arg, o.level);
     if let Some(t) = o.threads {
         config.threads = t;
+    }
+    if let Some(levels) = o.multiscale {
+        config.multiscale = Some(Multiscale {
+            levels,
+            method: config.multiscale.map(|m| m.method).unwrap_or_default(),
+        });
+    }
+    if let (Some(method), Some(m)) = (o.method, config.multiscale.as_mut()) {
+        m.method = method;
     }
     config.store = None;
 }

@@ -20,8 +20,8 @@ pub use recover::{recover, Recovery};
 
 use super::{ShardSink, SharedAttributes, StreamHooks};
 use crate::config::Validated;
-use crate::metadata::{self, Document};
 use crate::error::{Error, Result};
+use crate::metadata::{self, Document};
 use crate::shard::Shard;
 use lock::StoreLock;
 use std::fs;

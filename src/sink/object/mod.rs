@@ -20,8 +20,8 @@ mod upload;
 
 use super::{ShardSink, SharedAttributes, StreamHooks};
 use crate::config::{ObjectUrl, Validated};
-use crate::metadata::{self, Document};
 use crate::error::{Error, Result};
+use crate::metadata::{self, Document};
 use crate::metrics::UploadCounters;
 use crate::shard::Shard;
 use bytes::Bytes;
@@ -173,10 +173,19 @@ impl S3Store {
         if planes != self.planes_asked[k] {
             self.planes_asked[k] = planes;
             let attrs = attributes.clone().unwrap_or_else(|| self.attributes.get());
-            docs.push(metadata::level_document(&self.config, level, planes, &attrs));
+            docs.push(metadata::level_document(
+                &self.config,
+                level,
+                planes,
+                &attrs,
+            ));
         }
         if let Some(attrs) = attributes {
-            docs.push(metadata::attributes_document(&self.config, self.planes_asked[0], &attrs));
+            docs.push(metadata::attributes_document(
+                &self.config,
+                self.planes_asked[0],
+                &attrs,
+            ));
         }
         if docs.is_empty() {
             return;

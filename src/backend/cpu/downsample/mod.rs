@@ -21,10 +21,6 @@ use half::f16;
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
-/// Windows up to this many elements (rank 6 and below) are gathered on
-/// the stack; larger ones on the heap.
-const INLINE_WINDOW: usize = 64;
-
 /// The shape of one reduction: a plane of `inner` elements per input
 /// dimension 1.. (input order), halved where `downsample`.
 #[derive(Debug, Clone)]
@@ -81,10 +77,20 @@ impl PlaneReduction {
 /// An element type the reductions work on.
 trait Sample: Copy + Send + Sync + 'static {
     const SIZE: usize;
+    /// What a mean sums in: exact for integers, f64 for floats.
+    type Sum: Copy + Default + Send;
     fn read(b: &[u8]) -> Self;
     fn write(self, b: &mut [u8]);
     fn order(a: &Self, b: &Self) -> Ordering;
-    fn mean(window: &[Self]) -> Self;
+    fn add(sum: Self::Sum, v: Self) -> Self::Sum;
+    /// The mean of `n` elements that sum to `sum`, as the type rounds it.
+    fn mean_of(sum: Self::Sum, n: usize) -> Self;
+    fn mean(window: &[Self]) -> Self {
+        let sum = window
+            .iter()
+            .fold(Self::Sum::default(), |s, &v| Self::add(s, v));
+        Self::mean_of(sum, window.len())
+    }
 }
 
 macro_rules! integer_sample {
@@ -97,12 +103,15 @@ macro_rules! integer_sample {
             fn write(self, b: &mut [u8]) {
                 b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
             }
+            type Sum = i128;
             fn order(a: &Self, b: &Self) -> Ordering {
                 a.cmp(b)
             }
-            fn mean(window: &[Self]) -> Self {
-                let sum: i128 = window.iter().map(|&v| v as i128).sum();
-                round_half_even(sum, window.len() as i128) as $t
+            fn add(sum: i128, v: Self) -> i128 {
+                sum + v as i128
+            }
+            fn mean_of(sum: i128, n: usize) -> Self {
+                round_half_even(sum, n as i128) as $t
             }
         }
     )*};
@@ -137,11 +146,14 @@ macro_rules! float_sample {
                 // for every value but NaN payloads, which keep their sign.
                 to(*a).total_cmp(&to(*b))
             }
-            fn mean(window: &[Self]) -> Self {
+            type Sum = f64;
+            fn add(sum: f64, v: Self) -> f64 {
                 let to: fn($t) -> f64 = $to;
+                sum + to(v)
+            }
+            fn mean_of(sum: f64, n: usize) -> Self {
                 let from: fn(f64) -> $t = $from;
-                let sum = window.iter().fold(0.0f64, |acc, &v| acc + to(v));
-                from(sum / window.len() as f64)
+                from(sum / n as f64)
             }
         }
     )*};
@@ -156,8 +168,14 @@ fn pick<T: Sample>(method: Method, window: &mut [T]) -> T {
     match method {
         Method::Decimate => window[0],
         Method::Mean => T::mean(window),
-        Method::Min => *window.iter().min_by(|a, b| T::order(a, b)).expect("non-empty"),
-        Method::Max => *window.iter().max_by(|a, b| T::order(a, b)).expect("non-empty"),
+        Method::Min => *window
+            .iter()
+            .min_by(|a, b| T::order(a, b))
+            .expect("non-empty"),
+        Method::Max => *window
+            .iter()
+            .max_by(|a, b| T::order(a, b))
+            .expect("non-empty"),
         Method::Median => {
             window.sort_unstable_by(T::order);
             window[(window.len() - 1) / 2]
@@ -166,7 +184,9 @@ fn pick<T: Sample>(method: Method, window: &mut [T]) -> T {
 }
 
 /// One output plane, in rows along the last dimension shared among the
-/// pool's threads.
+/// pool's threads. Each output row's window spans a few source rows (one
+/// or two per plane and per halved dimension): their offsets are worked
+/// out once per row, then each element's window is read across them.
 fn reduce_plane<T: Sample>(r: &PlaneReduction, src: &[u8], out: &mut [u8]) {
     let inner = &r.inner;
     let out_inner = r.out_inner();
@@ -178,89 +198,120 @@ fn reduce_plane<T: Sample>(r: &PlaneReduction, src: &[u8], out: &mut [u8]) {
     for d in (0..rank.saturating_sub(1)).rev() {
         stride[d] = stride[d + 1] * inner[d + 1] as usize;
     }
-    let row = if rank == 0 { 1 } else { out_inner[rank - 1] as usize };
-    out.par_chunks_mut(row * T::SIZE)
-        .enumerate()
-        .for_each(|(row_index, out_row)| {
-            let mut coord = vec![0u64; rank];
+    let (row, last_size, last_ds) = match rank {
+        0 => (1, 1, false),
+        _ => (
+            out_inner[rank - 1] as usize,
+            inner[rank - 1],
+            r.downsample[rank - 1],
+        ),
+    };
+    out.par_chunks_mut(row * T::SIZE).enumerate().for_each_init(
+        || (vec![0u64; rank], Vec::new(), Vec::<T>::new()),
+        |(coord, rows, window), (row_index, out_row)| {
             if rank > 0 {
-                crate::layout::unravel(row_index as u64, &out_inner[..rank - 1], &mut coord[..rank - 1]);
+                crate::layout::unravel(
+                    row_index as u64,
+                    &out_inner[..rank - 1],
+                    &mut coord[..rank - 1],
+                );
             }
-            let mut inline = [T::read(&src[..T::SIZE]); INLINE_WINDOW];
-            let mut heap = Vec::new();
-            for x in 0..row {
-                if rank > 0 {
-                    coord[rank - 1] = x as u64;
-                }
-                let n = gather(r, src, planes, plane_elems, &stride, &coord, &mut inline, &mut heap);
-                let window = if n <= INLINE_WINDOW {
-                    &mut inline[..n]
+            source_rows(r, &stride, plane_elems, planes, coord, rows);
+            let last = |x: usize| {
+                if rank == 0 {
+                    0..1
                 } else {
-                    &mut heap[..]
-                };
-                pick(r.method, window).write(&mut out_row[x * T::SIZE..]);
+                    crate::layout::pyramid::window(x as u64, last_size, last_ds)
+                }
+            };
+            let at = |i: usize| T::read(&src[i * T::SIZE..]);
+            match r.method {
+                Method::Median => {
+                    for x in 0..row {
+                        window.clear();
+                        // Row-major window order: source rows in order,
+                        // and along each the last dimension fastest.
+                        for &start in rows.iter() {
+                            for e in last(x) {
+                                window.push(at(start + e as usize));
+                            }
+                        }
+                        pick(r.method, window).write(&mut out_row[x * T::SIZE..]);
+                    }
+                }
+                Method::Decimate => {
+                    for x in 0..row {
+                        at(rows[0] + last(x).start as usize).write(&mut out_row[x * T::SIZE..]);
+                    }
+                }
+                // Row by row into per-element accumulators: the same
+                // window order, without gathering each window.
+                Method::Mean => {
+                    let mut sums = vec![T::Sum::default(); row];
+                    for &start in rows.iter() {
+                        for (x, sum) in sums.iter_mut().enumerate() {
+                            for e in last(x) {
+                                *sum = T::add(*sum, at(start + e as usize));
+                            }
+                        }
+                    }
+                    for (x, &sum) in sums.iter().enumerate() {
+                        let n = rows.len() * last(x).count();
+                        T::mean_of(sum, n).write(&mut out_row[x * T::SIZE..]);
+                    }
+                }
+                Method::Min | Method::Max => {
+                    let keep = if r.method == Method::Min {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    };
+                    for x in 0..row {
+                        let mut best = at(rows[0] + last(x).start as usize);
+                        for &start in rows.iter() {
+                            for e in last(x) {
+                                let v = at(start + e as usize);
+                                if T::order(&v, &best) == keep {
+                                    best = v;
+                                }
+                            }
+                        }
+                        best.write(&mut out_row[x * T::SIZE..]);
+                    }
+                }
             }
-        });
+        },
+    );
 }
 
-/// Collects the window of the output element at `coord` (row-major over
-/// the source planes, then the inner dimensions); returns its length.
-#[allow(clippy::too_many_arguments)]
-fn gather<T: Sample>(
+/// The element offsets where the source rows of the output row at
+/// `coord` (all but the last coordinate) begin, in row-major window order:
+/// planes first, then each dimension but the last.
+fn source_rows(
     r: &PlaneReduction,
-    src: &[u8],
-    planes: usize,
-    plane_elems: usize,
     stride: &[usize],
+    plane_elems: usize,
+    planes: usize,
     coord: &[u64],
-    inline: &mut [T; INLINE_WINDOW],
-    heap: &mut Vec<T>,
-) -> usize {
-    let rank = coord.len();
-    // Per dimension: the first source index and how many the window holds.
-    let mut first = [0usize; crate::layout::MAX_RANK];
-    let mut count = [1usize; crate::layout::MAX_RANK];
-    for d in 0..rank {
-        let w = crate::layout::pyramid::window(coord[d], r.inner[d], r.downsample[d]);
-        first[d] = w.start as usize;
-        count[d] = (w.end - w.start) as usize;
-    }
-    let n = planes * count[..rank].iter().product::<usize>();
-    heap.clear();
-    let mut k = 0;
-    let mut push = |v: T| {
-        if n <= INLINE_WINDOW {
-            inline[k] = v;
-        } else {
-            heap.push(v);
-        }
-        k += 1;
-    };
-    let mut idx = [0usize; crate::layout::MAX_RANK];
+    rows: &mut Vec<usize>,
+) {
+    rows.clear();
     for p in 0..planes {
-        idx[..rank].fill(0);
-        'window: loop {
-            let mut at = p * plane_elems;
-            for d in 0..rank {
-                at += (first[d] + idx[d]) * stride[d];
-            }
-            push(T::read(&src[at * T::SIZE..]));
-            // Odometer over the window, last dimension fastest.
-            let mut d = rank;
-            loop {
-                if d == 0 {
-                    break 'window;
-                }
-                d -= 1;
-                idx[d] += 1;
-                if idx[d] < count[d] {
-                    break;
-                }
-                idx[d] = 0;
+        rows.push(p * plane_elems);
+    }
+    let rank = coord.len();
+    for d in 0..rank.saturating_sub(1) {
+        let w = crate::layout::pyramid::window(coord[d], r.inner[d], r.downsample[d]);
+        let before = rows.len();
+        // Each row so far, once per index of the window along d.
+        let mut next = Vec::with_capacity(before * 2);
+        for &at in rows.iter() {
+            for i in w.clone() {
+                next.push(at + i as usize * stride[d]);
             }
         }
+        *rows = next;
     }
-    n
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 use super::*;
 
 fn pool() -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap()
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap()
 }
 
 fn run_u16(method: Method, inner: &[u64], ds: &[bool], planes: &[Vec<u16>]) -> Vec<u16> {
@@ -11,10 +14,16 @@ fn run_u16(method: Method, inner: &[u64], ds: &[bool], planes: &[Vec<u16>]) -> V
         inner: inner.to_vec(),
         downsample: ds.to_vec(),
     };
-    let src: Vec<u8> = planes.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
+    let src: Vec<u8> = planes
+        .iter()
+        .flatten()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     let mut out = vec![0u8; r.out_plane_bytes()];
     r.reduce(&src, &mut out, &pool());
-    out.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+    out.chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect()
 }
 
 #[test]
@@ -26,7 +35,10 @@ fn hand_computed_windows() {
     assert_eq!(run_u16(Method::Max, &[2, 3], &[true, true], &p), [6, 9]);
     // Lower median of {1, 2, 4, 6} is 2; of {9, 3} is 3.
     assert_eq!(run_u16(Method::Median, &[2, 3], &[true, true], &p), [2, 3]);
-    assert_eq!(run_u16(Method::Decimate, &[2, 3], &[true, true], &p), [1, 9]);
+    assert_eq!(
+        run_u16(Method::Decimate, &[2, 3], &[true, true], &p),
+        [1, 9]
+    );
     // Two planes: the window along dimension 0 comes first.
     let two = vec![vec![1, 2], vec![4, 8]];
     assert_eq!(run_u16(Method::Mean, &[2], &[true], &two), [4]); // 15/4 = 3.75
@@ -58,7 +70,11 @@ fn float_order_is_total() {
 /// A naive pyramid step over a whole small array: for each output element,
 /// every source element whose halved coordinates match, in row-major order.
 fn naive(method: Method, shape: &[u64], ds: &[bool], data: &[i64]) -> Vec<i64> {
-    let out_shape: Vec<u64> = shape.iter().zip(ds).map(|(&s, &d)| next_size(s, d)).collect();
+    let out_shape: Vec<u64> = shape
+        .iter()
+        .zip(ds)
+        .map(|(&s, &d)| next_size(s, d))
+        .collect();
     let n_out: u64 = out_shape.iter().product();
     let n_in: u64 = shape.iter().product();
     let mut out = Vec::new();
@@ -69,7 +85,13 @@ fn naive(method: Method, shape: &[u64], ds: &[bool], data: &[i64]) -> Vec<i64> {
         let mut window = Vec::new();
         for i in 0..n_in {
             crate::layout::unravel(i, shape, &mut ic);
-            let inside = (0..shape.len()).all(|d| if ds[d] { ic[d] / 2 == oc[d] } else { ic[d] == oc[d] });
+            let inside = (0..shape.len()).all(|d| {
+                if ds[d] {
+                    ic[d] / 2 == oc[d]
+                } else {
+                    ic[d] == oc[d]
+                }
+            });
             if inside {
                 window.push(data[i as usize]);
             }
@@ -122,17 +144,29 @@ fn matches_a_naive_reference_on_odd_shapes() {
             inner: shape[1..].to_vec(),
             downsample: ds[1..].to_vec(),
         };
-        for method in [Method::Mean, Method::Min, Method::Max, Method::Median, Method::Decimate] {
+        for method in [
+            Method::Mean,
+            Method::Min,
+            Method::Max,
+            Method::Median,
+            Method::Decimate,
+        ] {
             let want = naive(method, shape, ds, &data);
             let red = r(method);
-            let src: Vec<u8> = data.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect();
+            let src: Vec<u8> = data
+                .iter()
+                .flat_map(|&v| (v as i32).to_le_bytes())
+                .collect();
             let mut got = Vec::new();
             let planes_per_out = if ds[0] { 2 } else { 1 };
             let plane = red.src_plane_bytes();
             for chunk in src.chunks(plane * planes_per_out) {
                 let mut out = vec![0u8; red.out_plane_bytes()];
                 red.reduce(chunk, &mut out, &pool());
-                got.extend(out.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as i64));
+                got.extend(
+                    out.chunks(4)
+                        .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as i64),
+                );
             }
             assert_eq!(got, want, "{method:?} on {shape:?} {ds:?}");
         }

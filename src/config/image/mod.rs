@@ -10,18 +10,59 @@ use serde_json::{Map, Value};
 
 /// OME-NGFF 0.5's units of length.
 pub const SPACE_UNITS: &[&str] = &[
-    "angstrom", "attometer", "centimeter", "decimeter", "exameter", "femtometer", "foot",
-    "gigameter", "hectometer", "inch", "kilometer", "megameter", "meter", "micrometer", "mile",
-    "millimeter", "nanometer", "parsec", "petameter", "picometer", "terameter", "yard",
-    "yoctometer", "yottameter", "zeptometer", "zettameter",
+    "angstrom",
+    "attometer",
+    "centimeter",
+    "decimeter",
+    "exameter",
+    "femtometer",
+    "foot",
+    "gigameter",
+    "hectometer",
+    "inch",
+    "kilometer",
+    "megameter",
+    "meter",
+    "micrometer",
+    "mile",
+    "millimeter",
+    "nanometer",
+    "parsec",
+    "petameter",
+    "picometer",
+    "terameter",
+    "yard",
+    "yoctometer",
+    "yottameter",
+    "zeptometer",
+    "zettameter",
 ];
 
 /// OME-NGFF 0.5's units of time.
 pub const TIME_UNITS: &[&str] = &[
-    "attosecond", "centisecond", "day", "decisecond", "exasecond", "femtosecond", "gigasecond",
-    "hectosecond", "hour", "kilosecond", "megasecond", "microsecond", "millisecond", "minute",
-    "nanosecond", "petasecond", "picosecond", "second", "terasecond", "yoctosecond",
-    "yottasecond", "zeptosecond", "zettasecond",
+    "attosecond",
+    "centisecond",
+    "day",
+    "decisecond",
+    "exasecond",
+    "femtosecond",
+    "gigasecond",
+    "hectosecond",
+    "hour",
+    "kilosecond",
+    "megasecond",
+    "microsecond",
+    "millisecond",
+    "minute",
+    "nanosecond",
+    "petasecond",
+    "picosecond",
+    "second",
+    "terasecond",
+    "yoctosecond",
+    "yottasecond",
+    "zeptosecond",
+    "zettasecond",
 ];
 
 /// One axis, as configured (defaults filled in).
@@ -148,7 +189,10 @@ fn axes(c: &Config, names: &[String]) -> Result<Vec<Axis>, ConfigError> {
             if !listed.contains(&unit.as_str()) {
                 return Err(ConfigError::new(
                     field("unit"),
-                    format!("{unit:?} is not an OME-NGFF {what} (such as {:?})", listed[13 % listed.len()]),
+                    format!(
+                        "{unit:?} is not an OME-NGFF {what} (such as {:?})",
+                        listed[13 % listed.len()]
+                    ),
                 ));
             }
         }
@@ -272,7 +316,10 @@ fn check_ome_axes(axes: &[Axis], order: &[usize]) -> Result<(), ConfigError> {
     }
     let count = |k: &[AxisKind]| axes.iter().filter(|a| k.contains(&a.kind)).count();
     if count(&[AxisKind::Time]) > 1 {
-        return Err(ConfigError::new("dimensions", "an OME-NGFF image has at most one time axis"));
+        return Err(ConfigError::new(
+            "dimensions",
+            "an OME-NGFF image has at most one time axis",
+        ));
     }
     if count(&[AxisKind::Channel, AxisKind::Other]) > 1 {
         return Err(ConfigError::new(
@@ -293,8 +340,14 @@ fn check_ome_axes(axes: &[Axis], order: &[usize]) -> Result<(), ConfigError> {
         AxisKind::Space => 2,
     };
     let stored: Vec<&Axis> = order.iter().map(|&a| &axes[a]).collect();
-    if stored.windows(2).any(|w| rank_of(w[0].kind) > rank_of(w[1].kind)) {
-        let got: Vec<String> = stored.iter().map(|a| format!("{} ({})", a.name, a.kind.name())).collect();
+    if stored
+        .windows(2)
+        .any(|w| rank_of(w[0].kind) > rank_of(w[1].kind))
+    {
+        let got: Vec<String> = stored
+            .iter()
+            .map(|a| format!("{} ({})", a.name, a.kind.name()))
+            .collect();
         return Err(ConfigError::new(
             "storage_order",
             format!(
@@ -376,3 +429,6 @@ fn levels(c: &Config, axes: &[Axis], layout0: &Layout) -> Result<u32, ConfigErro
     }
     Ok(m.levels)
 }
+
+#[cfg(test)]
+mod tests;
