@@ -70,11 +70,11 @@ fn cases() -> Vec<Case> {
                     ],
                     "multiscale": {"levels": 3, "method": method},
                     "codec": codec,
-                    "index_location": if k % 2 == 0 { "end" } else { "start" },
+                    "index_location": if k.is_multiple_of(2) { "end" } else { "start" },
                 }),
                 planes: 7,
-                extra_elems: if k % 3 == 0 { 5 } else { 0 },
-                random: k % 2 == 0,
+                extra_elems: if k.is_multiple_of(3) { 5 } else { 0 },
+                random: k.is_multiple_of(2),
                 staging_epochs: 2,
             });
         }

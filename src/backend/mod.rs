@@ -198,7 +198,9 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
     // Checked before anything is allocated: staging pages are touched at
     // once, and the kernel kills a process that overcommits rather than
     // failing the allocation.
-    let host = cpu::plan(v).host_bytes.saturating_add(cpu::pyramid_host_bytes(v));
+    let host = cpu::plan(v)
+        .host_bytes
+        .saturating_add(cpu::pyramid_host_bytes(v));
     crate::memory::check_available(host, "this stream (CPU backend)")?;
     let cpu = cpu::CpuBackend::new(v)?;
     Ok((
