@@ -237,7 +237,7 @@ typedef uint32_t tz_axis_kind;
 
 /**
  * How each pyramid level summarises the 2 x 2 (x 2) windows of the level
- * below (`tz_config.multiscale_method`). Since 0.4.
+ * below (`tz_image.multiscale_method`). Since 0.4.
  */
 enum tz_downsample_method
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -333,47 +333,13 @@ typedef struct tz_shard {
 typedef int32_t (*tz_shard_sink_fn)(void *user_data, const struct tz_shard *shard);
 
 /**
- * What one dimension means physically: its OME-NGFF axis (kind, unit,
- * physical size and position) and whether pyramid levels halve it.
- * `tz_config.axes` holds one per dimension, in the order of
- * `tz_config.dimensions`. Zero-filled except `downsample = -1`, every field
- * is its default. Since 0.4.
- */
-typedef struct tz_axis {
-  /**
-   * A `tz_axis_kind`; TZ_AXIS_DEFAULT takes the kind from the name.
-   */
-  uint32_t kind;
-  /**
-   * An OME-NGFF unit: a unit of length ("micrometer", "nanometer", ...)
-   * for a space axis, of time ("second", "millisecond", ...) for a time
-   * axis; channel and other axes have none. NULL: no unit.
-   */
-  const char *unit;
-  /**
-   * Physical size of one element at full resolution, > 0; 0 means the
-   * default, 1.0.
-   */
-  double scale;
-  /**
-   * Physical position of element 0 (default 0.0).
-   */
-  double translation;
-  /**
-   * Whether pyramid levels halve this dimension: -1 the default (space
-   * axes of more than one element are halved, others kept), 0 no, 1 yes
-   * (needs `multiscale`).
-   */
-  int32_t downsample;
-} tz_axis;
-
-/**
  * The configuration, mirroring the JSON form. Start from `tz_config_init`.
  *
- * In 0.4 the struct grew at its end (`axes` to `attributes_json`; 88 to
- * 136 bytes on 64-bit platforms): tz_config_init writes, and tz_create and
- * tz_estimate_memory read, the whole struct, so a program that passes a
- * tz_config must be built against the header of the library it loads.
+ * Its layout does not change within soname libtiledzarr.so.0 (88 bytes on
+ * 64-bit platforms, as in 0.2 and 0.3): tz_config_init writes, and
+ * tz_create and tz_estimate_memory read, exactly these fields, so a
+ * program built against an older header works with this library.
+ * Settings added later come in structs of their own (`tz_image`).
  */
 typedef struct tz_config {
   /**
@@ -436,60 +402,115 @@ typedef struct tz_config {
    * power cut may then lose shards already reported written). Since 0.2.
    */
   uint32_t store_skip_fsync;
+} tz_config;
+
+/**
+ * What one dimension means physically: its OME-NGFF axis (kind, unit,
+ * physical size and position) and whether pyramid levels halve it.
+ * `tz_image.axes` holds one per dimension, in the order of
+ * `tz_config.dimensions`. Zero-filled except `downsample = -1`, every field
+ * is its default. Since 0.4.
+ */
+typedef struct tz_axis {
+  /**
+   * A `tz_axis_kind`; TZ_AXIS_DEFAULT takes the kind from the name.
+   */
+  uint32_t kind;
+  /**
+   * An OME-NGFF unit: a unit of length ("micrometer", "nanometer", ...)
+   * for a space axis, of time ("second", "millisecond", ...) for a time
+   * axis; channel and other axes have none. NULL: no unit.
+   */
+  const char *unit;
+  /**
+   * Physical size of one element at full resolution, > 0; 0 means the
+   * default, 1.0.
+   */
+  double scale;
+  /**
+   * Physical position of element 0 (default 0.0).
+   */
+  double translation;
+  /**
+   * Whether pyramid levels halve this dimension: -1 the default (space
+   * axes of more than one element are halved, others kept), 0 no, 1 yes
+   * (needs `multiscale`).
+   */
+  int32_t downsample;
+} tz_axis;
+
+/**
+ * What makes the stream an OME-Zarr image: axes, storage order, pyramid,
+ * image name, user attributes (tz_create_image, tz_estimate_memory_image).
+ * Start from `tz_image_init`. Since 0.4.
+ *
+ * Versioned by its size: `struct_size` is `sizeof(tz_image)` as the caller
+ * compiled it (tz_image_init sets it), and the library reads only that
+ * many bytes, so that the struct can grow at its end in later versions
+ * (fields a caller's struct does not have count as their defaults). A
+ * `struct_size` smaller than 0.4's struct (56 bytes on 64-bit platforms)
+ * or larger than this library's is refused with TZ_ERR_INVALID_ARGUMENT
+ * naming `image.struct_size`: a larger struct comes from a program built
+ * against a newer header, whose extra fields this library cannot honour.
+ */
+typedef struct tz_image {
+  /**
+   * `sizeof(tz_image)` as the caller compiled it; set by tz_image_init.
+   */
+  size_t struct_size;
   /**
    * NULL: every axis takes its defaults (see `tz_axis`); else `rank`
-   * entries, one per dimension, in the order of `dimensions`. JSON: the
-   * dimensions' `kind`, `unit`, `scale`, `translation`, `downsample`.
-   * Since 0.4.
+   * entries (the `rank` of the tz_config), one per dimension, in the
+   * order of `tz_config.dimensions`. JSON: the dimensions' `kind`,
+   * `unit`, `scale`, `translation`, `downsample`.
    */
   const struct tz_axis *axes;
   /**
    * NULL: the array is stored in acquisition order (the order of
-   * `dimensions`); else `rank` dimension names, slowest first, the order
-   * the array is stored in. Dimension 0 and the last dimension stay in
-   * place; an OME-Zarr image stores time, then channel, then space axes.
-   * Since 0.4.
+   * `tz_config.dimensions`); else `rank` dimension names, slowest first,
+   * the order the array is stored in. Dimension 0 and the last dimension
+   * stay in place; an OME-Zarr image stores time, then channel, then
+   * space axes.
    */
   const char *const *storage_order;
   /**
    * Pyramid levels, level 0 (full resolution) included; 0 = as many as it
    * takes until every downsampled dimension fits in one tile. Used only
-   * with `multiscale` (0 otherwise). Since 0.4.
+   * with `multiscale` (0 otherwise).
    */
   uint32_t multiscale_levels;
   /**
    * A `tz_downsample_method` (default TZ_DOWNSAMPLE_MEAN). Used only with
-   * `multiscale` (TZ_DOWNSAMPLE_MEAN otherwise). Since 0.4.
+   * `multiscale` (TZ_DOWNSAMPLE_MEAN otherwise).
    */
   uint32_t multiscale_method;
   /**
    * Non-zero: write a multiscale pyramid, level k at `<store>/<k>/`, each
    * level halving the downsampled dimensions of the one before (rounding
-   * up). Implies `ome`. Since 0.4.
+   * up). Implies `ome`.
    */
   int32_t multiscale;
   /**
    * Non-zero: write an OME-Zarr image (OME-NGFF 0.5): the store is a group
    * whose zarr.json holds the `ome` metadata (axes, one dataset per level
    * with its scale and translation) and the user's attributes; level k is
-   * the array at `<store>/<k>/`. 0: one plain Zarr array, as before.
-   * Since 0.4.
+   * the array at `<store>/<k>/`. 0: one plain Zarr array.
    */
   int32_t ome;
   /**
    * The image's name in the OME metadata; NULL: none. Needs `ome` or
-   * `multiscale`. Since 0.4.
+   * `multiscale`.
    */
   const char *ome_name;
   /**
    * The user's attributes: NULL for none, else a JSON object (a text,
-   * parsed at tz_create; malformed JSON is TZ_ERR_CONFIG naming
-   * `attributes_json`), written into the group's zarr.json beside `ome`
-   * (the array's without OME). It may not hold the key "ome".
-   * tz_set_attributes replaces them until tz_flush. Since 0.4.
+   * parsed at create; malformed JSON is TZ_ERR_CONFIG naming
+   * `image.attributes_json`), written into the group's zarr.json beside
+   * `ome` (the array's without OME). It may not hold the key "ome".
+   * tz_set_attributes replaces them until tz_flush.
    */
   const char *attributes_json;
-} tz_config;
+} tz_image;
 
 /**
  * The memory a configuration needs (tz_estimate_memory).
@@ -600,18 +621,36 @@ extern "C" {
 
 /**
  * Fills `config` with the defaults: uint16, zstd level 1, backend auto,
- * index at the end, no store, no sink, default threads and staging; a
- * plain Zarr array in acquisition order (no axes, no storage order, no
- * pyramid, no OME, no attributes). The caller then sets `rank`,
- * `dimensions` and a store path or sink.
+ * index at the end, no store, no sink, default threads and staging. The
+ * caller then sets `rank`, `dimensions` and a store path or sink.
  */
 int32_t tz_config_init(struct tz_config *config);
+
+/**
+ * Fills `image` with the defaults, a plain Zarr array in acquisition
+ * order (no axes, no storage order, no pyramid, no OME, no attributes),
+ * and `struct_size` with `sizeof(tz_image)`. It writes that many bytes of
+ * this version (56 on 64-bit platforms) and never more: should tz_image
+ * grow, this function keeps writing 0.4's struct and a newer header names
+ * a new initializer. Since 0.4.
+ */
+int32_t tz_image_init(struct tz_image *image);
 
 /**
  * Creates a stream from a `tz_config`. On success `*out` holds the stream;
  * on failure it is NULL and `tz_last_error()` says why.
  */
 int32_t tz_create(const struct tz_config *config, struct tz_stream **out);
+
+/**
+ * tz_create with the image settings of `image` (see `tz_image`; NULL: as
+ * tz_create, a plain array). A bad `image.struct_size` is
+ * TZ_ERR_INVALID_ARGUMENT; a bad field TZ_ERR_CONFIG naming it
+ * (`image.attributes_json`, `image.axes[1].kind`, ...). Since 0.4.
+ */
+int32_t tz_create_image(const struct tz_config *config,
+                        const struct tz_image *image,
+                        struct tz_stream **out);
 
 /**
  * Creates a stream from the JSON configuration (see README), with an
@@ -629,6 +668,14 @@ int32_t tz_create_json(const char *config_json,
  * same configuration allocates this within 10%.
  */
 int32_t tz_estimate_memory(const struct tz_config *config, struct tz_memory_plan *out);
+
+/**
+ * tz_estimate_memory with the image settings of `image` (NULL: none), the
+ * pyramid's levels included; refused as tz_create_image refuses. Since 0.4.
+ */
+int32_t tz_estimate_memory_image(const struct tz_config *config,
+                                 const struct tz_image *image,
+                                 struct tz_memory_plan *out);
 
 /**
  * tz_estimate_memory for the JSON form of the configuration.
@@ -662,7 +709,7 @@ int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64
 int32_t tz_flush(struct tz_stream *s);
 
 /**
- * Replaces the user's attributes (`tz_config.attributes_json`, JSON
+ * Replaces the user's attributes (`tz_image.attributes_json`, JSON
  * `"attributes"`) with `json`, a JSON object. The store writes them into
  * the group's zarr.json beside `ome` (the array's zarr.json without OME) at
  * its next metadata update and at tz_flush; a stream without a store

@@ -1,12 +1,14 @@
-//! OME-Zarr through the C ABI: a `tz_config` with every field of 0.4 set
-//! (axes with kinds, units, scales, translations and downsampling, a
-//! storage order, a pyramid, the image's name, attributes) written to a
-//! store and decoded by `support::decode` (which shares no code with the
+//! OME-Zarr through the C ABI: a `tz_image` with every field set (axes
+//! with kinds, units, scales, translations and downsampling, a storage
+//! order, a pyramid, the image's name, attributes) beside a `tz_config`
+//! written to a store and decoded by `support::decode` (which shares no code with the
 //! library) level by level against a pyramid computed here; the same
 //! configuration through a callback, which must see every shard of every
 //! level with its `level`; `tz_set_attributes` before and after the flush
 //! and from the stream's own sink; bad values of every new field refused
-//! at create with a message naming the field, leaving nothing on disk.
+//! at create with a message naming the field, leaving nothing on disk;
+//! `tz_config` keeps 0.3's layout and `tz_image.struct_size` is checked
+//! before anything past it is read.
 
 mod common;
 mod support;
@@ -40,9 +42,10 @@ const ORDER: [usize; 5] = [0, 2, 1, 3, 4];
 const HALVED: [bool; 5] = [false, true, false, true, true];
 const LEVELS: u32 = 3;
 
-/// A `tz_config` and everything its pointers point into.
+/// A `tz_config`, a `tz_image` and everything their pointers point into.
 struct CConfig {
     cfg: tz_config,
+    img: tz_image,
     strings: Vec<CString>,
     dims: Vec<tz_dimension>,
     axes: Vec<tz_axis>,
@@ -57,11 +60,11 @@ impl CConfig {
         p
     }
 
-    /// Points `cfg.axes` and `cfg.storage_order` at the (possibly edited)
+    /// Points `img.axes` and `img.storage_order` at the (possibly edited)
     /// vectors again.
     fn refresh(&mut self) {
-        self.cfg.axes = self.axes.as_ptr();
-        self.cfg.storage_order = if self.order.is_empty() {
+        self.img.axes = self.axes.as_ptr();
+        self.img.storage_order = if self.order.is_empty() {
             std::ptr::null()
         } else {
             self.order.as_ptr()
@@ -81,19 +84,22 @@ fn plane_elems() -> u64 {
     DIMS[1..].iter().map(|d| d.0).product()
 }
 
-/// Every field of 0.4 set: the t-z-c-y-x acquisition stored t-c-z-y-x as
+/// Every field of the image set: the t-z-c-y-x acquisition stored t-c-z-y-x as
 /// an OME-Zarr image named "c-abi" with a 3-level max pyramid.
 fn ome_config(store: Option<&Path>) -> CConfig {
     let mut c = CConfig {
-        // SAFETY: all-zero is a valid tz_config (NULL pointers, no sink);
-        // tz_config_init fills it below.
+        // SAFETY: all-zero is a valid tz_config and tz_image (NULL
+        // pointers, no sink); tz_config_init and tz_image_init fill them
+        // below.
         cfg: unsafe { std::mem::zeroed() },
+        img: unsafe { std::mem::zeroed() },
         strings: Vec::new(),
         dims: Vec::new(),
         axes: Vec::new(),
         order: Vec::new(),
     };
     assert_eq!(tz_config_init(&mut c.cfg), OK);
+    assert_eq!(tz_image_init(&mut c.img), OK);
     let names: Vec<*const c_char> = NAMES.iter().map(|n| c.string(n)).collect();
     c.dims = DIMS
         .iter()
@@ -133,23 +139,24 @@ fn ome_config(store: Option<&Path>) -> CConfig {
     cfg.backend = backend_code();
     cfg.threads = 2;
     cfg.staging_bytes = 3 * epoch;
-    cfg.multiscale = 1;
-    cfg.multiscale_levels = LEVELS;
-    cfg.multiscale_method = tz_downsample_method::TZ_DOWNSAMPLE_MAX as u32;
-    cfg.ome = 1;
-    cfg.ome_name = ome_name;
-    cfg.attributes_json = attributes;
     if let Some(p) = store_path {
         cfg.store_path = p;
         cfg.store_skip_fsync = 1;
     }
+    let img = &mut c.img;
+    img.multiscale = 1;
+    img.multiscale_levels = LEVELS;
+    img.multiscale_method = tz_downsample_method::TZ_DOWNSAMPLE_MAX as u32;
+    img.ome = 1;
+    img.ome_name = ome_name;
+    img.attributes_json = attributes;
     c.refresh();
     c
 }
 
 fn create(c: &CConfig) -> Result<*mut tz_stream, (i32, String)> {
     let mut s = std::ptr::null_mut();
-    let rc = tz_create(&c.cfg, &mut s);
+    let rc = tz_create_image(&c.cfg, &c.img, &mut s);
     if rc != OK {
         assert!(s.is_null());
         return Err((rc, last_error()));
@@ -268,19 +275,22 @@ fn set_attributes(s: *mut tz_stream, json: &str) -> i32 {
 
 #[test]
 #[cfg(target_pointer_width = "64")]
-fn the_new_fields_sit_at_the_ends_of_the_structs() {
+fn config_keeps_its_layout_and_the_image_has_its_own_struct() {
     use std::mem::{offset_of, size_of};
-    // 0.3's tz_config ended with store_skip_fsync at 84 (88 bytes).
+    // tz_config is 0.3's, byte for byte: store_skip_fsync at 84, 88 bytes.
     assert_eq!(offset_of!(tz_config, store_skip_fsync), 84);
-    assert_eq!(offset_of!(tz_config, axes), 88);
-    assert_eq!(offset_of!(tz_config, storage_order), 96);
-    assert_eq!(offset_of!(tz_config, multiscale_levels), 104);
-    assert_eq!(offset_of!(tz_config, multiscale_method), 108);
-    assert_eq!(offset_of!(tz_config, multiscale), 112);
-    assert_eq!(offset_of!(tz_config, ome), 116);
-    assert_eq!(offset_of!(tz_config, ome_name), 120);
-    assert_eq!(offset_of!(tz_config, attributes_json), 128);
-    assert_eq!(size_of::<tz_config>(), 136);
+    assert_eq!(size_of::<tz_config>(), 88);
+    // tz_image: its size first, then the image's fields.
+    assert_eq!(offset_of!(tz_image, struct_size), 0);
+    assert_eq!(offset_of!(tz_image, axes), 8);
+    assert_eq!(offset_of!(tz_image, storage_order), 16);
+    assert_eq!(offset_of!(tz_image, multiscale_levels), 24);
+    assert_eq!(offset_of!(tz_image, multiscale_method), 28);
+    assert_eq!(offset_of!(tz_image, multiscale), 32);
+    assert_eq!(offset_of!(tz_image, ome), 36);
+    assert_eq!(offset_of!(tz_image, ome_name), 40);
+    assert_eq!(offset_of!(tz_image, attributes_json), 48);
+    assert_eq!(size_of::<tz_image>(), IMAGE_SIZE);
     // tz_shard (written by the library, read by the callback) keeps its
     // first 44 bytes; the level follows them.
     assert_eq!(offset_of!(tz_shard, index_bytes), 40);
@@ -290,25 +300,208 @@ fn the_new_fields_sit_at_the_ends_of_the_structs() {
     assert_eq!(size_of::<tz_axis>(), 40);
 }
 
+/// sizeof(tz_image) in 0.4 on 64-bit platforms.
+const IMAGE_SIZE: usize = 56;
+
 #[test]
-fn config_init_leaves_the_new_fields_at_their_defaults() {
-    let mut cfg = std::mem::MaybeUninit::<tz_config>::uninit();
-    // SAFETY: garbage in every byte, which tz_config_init must overwrite.
-    unsafe { std::ptr::write_bytes(cfg.as_mut_ptr(), 0xA5, 1) };
-    assert_eq!(tz_config_init(cfg.as_mut_ptr()), OK);
-    // SAFETY: tz_config_init wrote every field.
-    let cfg = unsafe { cfg.assume_init() };
-    assert!(cfg.axes.is_null());
-    assert!(cfg.storage_order.is_null());
-    assert_eq!(cfg.multiscale_levels, 0);
+fn image_init_fills_the_defaults_and_writes_nothing_past_the_struct() {
+    // Garbage in every byte, which tz_image_init must overwrite, and in
+    // the bytes after the struct, which it must not touch.
+    let mut buf = [0xA5A5_A5A5_A5A5_A5A5u64; 2 * IMAGE_SIZE / 8];
+    let p = buf.as_mut_ptr() as *mut tz_image;
+    assert_eq!(tz_image_init(p), OK);
+    assert!(buf[IMAGE_SIZE / 8..]
+        .iter()
+        .all(|&w| w == 0xA5A5_A5A5_A5A5_A5A5));
+    // SAFETY: tz_image_init wrote every field.
+    let img = unsafe { p.read() };
+    assert_eq!(img.struct_size, std::mem::size_of::<tz_image>());
+    assert!(img.axes.is_null());
+    assert!(img.storage_order.is_null());
+    assert_eq!(img.multiscale_levels, 0);
     assert_eq!(
-        cfg.multiscale_method,
+        img.multiscale_method,
         tz_downsample_method::TZ_DOWNSAMPLE_MEAN as u32
     );
-    assert_eq!(cfg.multiscale, 0);
-    assert_eq!(cfg.ome, 0);
-    assert!(cfg.ome_name.is_null());
-    assert!(cfg.attributes_json.is_null());
+    assert_eq!(img.multiscale, 0);
+    assert_eq!(img.ome, 0);
+    assert!(img.ome_name.is_null());
+    assert!(img.attributes_json.is_null());
+    assert_eq!(tz_image_init(std::ptr::null_mut()), ERR_NULL);
+
+    // tz_config_init writes a tz_config of 0.3's size, and nothing after.
+    let size = std::mem::size_of::<tz_config>();
+    let mut buf = vec![0xA5A5_A5A5_A5A5_A5A5u64; 2 * size / 8];
+    assert_eq!(tz_config_init(buf.as_mut_ptr() as *mut tz_config), OK);
+    assert!(buf[size / 8..].iter().all(|&w| w == 0xA5A5_A5A5_A5A5_A5A5));
+}
+
+/// Two pages, the second one inaccessible: bytes placed at the end of the
+/// first are followed by a fault.
+struct GuardedPage {
+    base: *mut u8,
+    page: usize,
+}
+
+impl GuardedPage {
+    fn new() -> Self {
+        // SAFETY: plain anonymous mappings, unmapped in drop.
+        unsafe {
+            let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            let base = base as *mut u8;
+            assert_eq!(
+                libc::mprotect(base.add(page) as *mut c_void, page, libc::PROT_NONE),
+                0
+            );
+            GuardedPage { base, page }
+        }
+    }
+
+    /// The first `n` bytes of `img` at the very end of the readable page.
+    fn place(&mut self, img: &tz_image, n: usize) -> *const tz_image {
+        // SAFETY: n <= the page; the destination lies in the readable page.
+        unsafe {
+            let dst = self.base.add(self.page - n);
+            std::ptr::copy_nonoverlapping(img as *const tz_image as *const u8, dst, n);
+            dst as *const tz_image
+        }
+    }
+}
+
+impl Drop for GuardedPage {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new.
+        unsafe { libc::munmap(self.base as *mut c_void, 2 * self.page) };
+    }
+}
+
+#[test]
+fn image_struct_size_is_checked_before_anything_past_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sized.zarr");
+    let mut guard = GuardedPage::new();
+    let invalid = |image: *const tz_image, what: &str| {
+        let c = ome_config(Some(&path));
+        let mut s = std::ptr::null_mut();
+        assert_eq!(
+            tz_create_image(&c.cfg, image, &mut s),
+            ERR_INVALID,
+            "{what}"
+        );
+        assert!(s.is_null());
+        let e = last_error();
+        assert!(e.contains("image.struct_size"), "{what}: {e}");
+        let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+        assert_eq!(
+            tz_estimate_memory_image(&c.cfg, image, plan.as_mut_ptr()),
+            ERR_INVALID,
+            "{what}"
+        );
+        assert!(last_error().contains("image.struct_size"), "{what}");
+        assert!(!path.exists(), "{what}");
+    };
+
+    // Smaller than any tz_image: refused from the struct_size alone, the
+    // struct ending where the caller says (any further read would fault).
+    for small in [0usize, 8, 16, IMAGE_SIZE - 8, IMAGE_SIZE - 1] {
+        let mut c = ome_config(None);
+        c.img.struct_size = small;
+        let p = guard.place(&c.img, small.max(8));
+        invalid(p, &format!("struct_size {small}"));
+        let e = last_error();
+        assert!(
+            e.contains(&small.to_string()) && e.contains("tz_image_init"),
+            "{e}"
+        );
+    }
+
+    // Larger than this library's (a program built against a newer header,
+    // its fields past ours set or not): refused.
+    for large in [IMAGE_SIZE + 8, 4096] {
+        let c = ome_config(None);
+        let mut newer = vec![0u64; large.div_ceil(8)];
+        // SAFETY: `newer` holds at least `large` >= IMAGE_SIZE bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                &c.img as *const tz_image as *const u8,
+                newer.as_mut_ptr() as *mut u8,
+                IMAGE_SIZE,
+            )
+        };
+        newer[0] = large as u64;
+        invalid(
+            newer.as_ptr() as *const tz_image,
+            &format!("struct_size {large}"),
+        );
+        let e = last_error();
+        assert!(e.contains(&large.to_string()) && e.contains("newer"), "{e}");
+    }
+
+    // Exactly 0.4's, ending at the guard page: accepted, nothing past the
+    // struct read.
+    let c = ome_config(Some(&path));
+    let p = guard.place(&c.img, IMAGE_SIZE);
+    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+    assert_eq!(
+        tz_estimate_memory_image(&c.cfg, p, plan.as_mut_ptr()),
+        OK,
+        "{}",
+        last_error()
+    );
+    let mut s = std::ptr::null_mut();
+    assert_eq!(tz_create_image(&c.cfg, p, &mut s), OK, "{}", last_error());
+    assert_eq!(tz_flush(s), OK, "{}", stream_error(s));
+    tz_destroy(s);
+    let group = read_json(&path.join("zarr.json"));
+    assert_eq!(
+        group["attributes"]["ome"]["multiscales"][0]["name"],
+        "c-abi"
+    );
+}
+
+#[test]
+fn without_an_image_the_config_makes_a_plain_array() {
+    let dir = tempfile::tempdir().unwrap();
+    // tz_create, and tz_create_image with a NULL image: one plain array.
+    for (k, with_image_call) in [false, true].into_iter().enumerate() {
+        let path = dir.path().join(format!("plain{k}.zarr"));
+        let c = ome_config(Some(&path));
+        let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+        let mut s = std::ptr::null_mut();
+        if with_image_call {
+            assert_eq!(
+                tz_estimate_memory_image(&c.cfg, std::ptr::null(), plan.as_mut_ptr()),
+                OK
+            );
+            assert_eq!(tz_create_image(&c.cfg, std::ptr::null(), &mut s), OK);
+        } else {
+            assert_eq!(tz_estimate_memory(&c.cfg, plan.as_mut_ptr()), OK);
+            assert_eq!(tz_create(&c.cfg, &mut s), OK, "{}", last_error());
+        }
+        stream_all(s, &input());
+        assert_eq!(tz_flush(s), OK, "{}", stream_error(s));
+        tz_destroy(s);
+        let doc = read_json(&path.join("zarr.json"));
+        assert_eq!(doc["node_type"], "array");
+        assert_eq!(doc["dimension_names"], json!(NAMES));
+        assert!(!path.join("0").exists());
+    }
+    let c = ome_config(None);
+    let mut s = std::ptr::null_mut();
+    assert_eq!(tz_create_image(std::ptr::null(), &c.img, &mut s), ERR_NULL);
+    assert_eq!(
+        tz_create_image(&c.cfg, &c.img, std::ptr::null_mut()),
+        ERR_NULL
+    );
 }
 
 #[test]
@@ -318,7 +511,7 @@ fn ome_store_with_every_field_decodes_level_by_level() {
     let c = ome_config(Some(&path));
     let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
     assert_eq!(
-        tz_estimate_memory(&c.cfg, plan.as_mut_ptr()),
+        tz_estimate_memory_image(&c.cfg, &c.img, plan.as_mut_ptr()),
         OK,
         "{}",
         last_error()
@@ -578,22 +771,22 @@ fn bad_new_fields_are_refused_naming_them_and_write_nothing() {
 
     let mut c = fresh();
     c.axes[1].kind = 9;
-    refused(&mut c, &path, &["axes[1].kind", "9"]);
+    refused(&mut c, &path, &["image.axes[1].kind", "9"]);
 
     let mut c = fresh();
-    c.cfg.multiscale_method = 7;
-    refused(&mut c, &path, &["multiscale_method", "7"]);
+    c.img.multiscale_method = 7;
+    refused(&mut c, &path, &["image.multiscale_method", "7"]);
 
     let mut c = fresh();
-    c.cfg.attributes_json = c.string(r#"{"instrument": "#);
-    refused(&mut c, &path, &["attributes_json", "JSON"]);
+    c.img.attributes_json = c.string(r#"{"instrument": "#);
+    refused(&mut c, &path, &["image.attributes_json", "JSON"]);
 
     let mut c = fresh();
-    c.cfg.attributes_json = c.string("[1, 2]");
+    c.img.attributes_json = c.string("[1, 2]");
     refused(&mut c, &path, &["attributes", "object"]);
 
     let mut c = fresh();
-    c.cfg.attributes_json = c.string(r#"{"ome": 1}"#);
+    c.img.attributes_json = c.string(r#"{"ome": 1}"#);
     refused(&mut c, &path, &["attributes", "\"ome\""]);
 
     let mut c = fresh();
@@ -602,7 +795,7 @@ fn bad_new_fields_are_refused_naming_them_and_write_nothing() {
 
     let mut c = fresh();
     c.order[2] = std::ptr::null();
-    refused(&mut c, &path, &["storage_order[2]", "NULL"]);
+    refused(&mut c, &path, &["image.storage_order[2]", "NULL"]);
 
     // Time before space is fine, space before channel is not (OME-NGFF).
     let mut c = fresh();
@@ -611,7 +804,7 @@ fn bad_new_fields_are_refused_naming_them_and_write_nothing() {
 
     let mut c = fresh();
     c.axes[0].downsample = 2;
-    refused(&mut c, &path, &["axes[0].downsample", "2"]);
+    refused(&mut c, &path, &["image.axes[0].downsample", "2"]);
 
     let mut c = fresh();
     c.axes[3].unit = c.string("second");
@@ -626,26 +819,26 @@ fn bad_new_fields_are_refused_naming_them_and_write_nothing() {
     refused(&mut c, &path, &["dimensions[3].translation"]);
 
     let mut c = fresh();
-    c.cfg.multiscale_levels = 40;
+    c.img.multiscale_levels = 40;
     refused(&mut c, &path, &["multiscale.levels"]);
 
     // Pyramid settings without a pyramid, a name without an image.
     let mut c = fresh();
-    c.cfg.multiscale = 0;
-    refused(&mut c, &path, &["multiscale_levels", "multiscale"]);
+    c.img.multiscale = 0;
+    refused(&mut c, &path, &["image.multiscale_levels", "multiscale"]);
 
     let mut c = fresh();
-    c.cfg.multiscale = 0;
-    c.cfg.multiscale_levels = 0;
-    c.cfg.multiscale_method = tz_downsample_method::TZ_DOWNSAMPLE_MEDIAN as u32;
-    refused(&mut c, &path, &["multiscale_method"]);
+    c.img.multiscale = 0;
+    c.img.multiscale_levels = 0;
+    c.img.multiscale_method = tz_downsample_method::TZ_DOWNSAMPLE_MEDIAN as u32;
+    refused(&mut c, &path, &["image.multiscale_method"]);
 
     let mut c = fresh();
-    c.cfg.multiscale = 0;
-    c.cfg.multiscale_levels = 0;
-    c.cfg.multiscale_method = 0;
-    c.cfg.ome = 0;
-    refused(&mut c, &path, &["ome_name"]);
+    c.img.multiscale = 0;
+    c.img.multiscale_levels = 0;
+    c.img.multiscale_method = 0;
+    c.img.ome = 0;
+    refused(&mut c, &path, &["image.ome_name"]);
 
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

@@ -2,7 +2,8 @@
  * Stream a synthetic time-lapse of z-stacks with two channels (uint16,
  * acquired t, z, c, y, x: each z position takes both channels) into an
  * OME-Zarr image (OME-NGFF 0.5) with a 3-level mean pyramid, configured
- * with the tz_config struct:
+ * with the tz_config struct (the array) and the tz_image struct (the
+ * image), created with tz_create_image:
  *
  *   - axes with kinds, units, pixel sizes and the stage position;
  *   - stored t, c, z, y, x (OME-NGFF's order) though acquired t, z, c, y, x;
@@ -137,18 +138,21 @@ int main(int argc, char **argv) {
     cfg.dimensions = dims;
     cfg.store_path = argv[1];
     cfg.overwrite = 1;
-    cfg.axes = axes;
-    cfg.storage_order = storage_order;
-    cfg.multiscale = 1;
-    cfg.multiscale_levels = 3; /* level 0 included */
-    cfg.multiscale_method = TZ_DOWNSAMPLE_MEAN;
-    cfg.ome = 1;
-    cfg.ome_name = "ome_pyramid example";
-    cfg.attributes_json = ATTRIBUTES_AT_START;
+
+    tz_image img;
+    tz_image_init(&img); /* a plain array; sets img.struct_size */
+    img.axes = axes;     /* cfg.rank entries, like storage_order */
+    img.storage_order = storage_order;
+    img.multiscale = 1;
+    img.multiscale_levels = 3; /* level 0 included */
+    img.multiscale_method = TZ_DOWNSAMPLE_MEAN;
+    img.ome = 1;
+    img.ome_name = "ome_pyramid example";
+    img.attributes_json = ATTRIBUTES_AT_START;
 
     tz_stream *s = NULL;
-    if (tz_create(&cfg, &s) != TZ_OK) {
-        fprintf(stderr, "tz_create: %s\n", tz_last_error());
+    if (tz_create_image(&cfg, &img, &s) != TZ_OK) {
+        fprintf(stderr, "tz_create_image: %s\n", tz_last_error());
         return 1;
     }
     FILE *raw = NULL;

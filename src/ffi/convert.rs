@@ -1,6 +1,7 @@
-//! `tz_config` (C) to [`Config`] (Rust). Every pointer is checked here.
+//! `tz_config` and `tz_image` (C) to [`Config`] (Rust). Every pointer is
+//! checked here.
 
-use super::types::{tz_axis, tz_config, tz_dimension};
+use super::types::{tz_axis, tz_config, tz_dimension, tz_downsample_method, tz_image};
 use crate::config::{
     AxisKind, BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Method,
     Multiscale, Ome, OmeName, Shuffle, Store,
@@ -29,10 +30,74 @@ pub unsafe fn read_str(p: *const c_char, field: &str) -> Result<Option<String>> 
         .map_err(|_| bad(field, "must be valid UTF-8".into()))
 }
 
+/// The struct_size of 0.4's `tz_image`, the first one: the end of its last
+/// field (`attributes_json`). The smallest struct a caller may pass.
+const TZ_IMAGE_0_4_SIZE: usize =
+    std::mem::offset_of!(tz_image, attributes_json) + std::mem::size_of::<*const c_char>();
+
+/// A `tz_image` with every field at its default, `struct_size` this
+/// library's.
+pub fn image_defaults() -> tz_image {
+    tz_image {
+        struct_size: std::mem::size_of::<tz_image>(),
+        axes: std::ptr::null(),
+        storage_order: std::ptr::null(),
+        multiscale_levels: 0,
+        multiscale_method: tz_downsample_method::TZ_DOWNSAMPLE_MEAN as u32,
+        multiscale: 0,
+        ome: 0,
+        ome_name: std::ptr::null(),
+        attributes_json: std::ptr::null(),
+    }
+}
+
+/// The caller's `tz_image`, read up to its `struct_size` (fields past it
+/// keep their defaults). NULL: none.
+///
+/// # Safety
+/// `p` is NULL or points to at least `(*p).struct_size` readable bytes
+/// that start with a `size_t`.
+pub unsafe fn image_from_c(p: *const tz_image) -> Result<Option<tz_image>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: every version of tz_image starts with its size_t struct_size.
+    let size = unsafe { p.cast::<usize>().read() };
+    let ours = std::mem::size_of::<tz_image>();
+    if size < TZ_IMAGE_0_4_SIZE {
+        return Err(Error::InvalidArgument(format!(
+            "image.struct_size is {size}, smaller than any tz_image ({TZ_IMAGE_0_4_SIZE} bytes \
+             in 0.4): set it with tz_image_init"
+        )));
+    }
+    if size > ours {
+        return Err(Error::InvalidArgument(format!(
+            "image.struct_size is {size}, larger than this library's tz_image ({ours} bytes, \
+             version {}): the program was built against a newer tiledzarr.h, whose fields \
+             this library cannot honour",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+    let mut image = image_defaults();
+    // SAFETY: the caller's struct holds `size` readable bytes, and `size`
+    // is at most our struct's; both are tz_image prefixes of one layout.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            p.cast::<u8>(),
+            (&mut image as *mut tz_image).cast::<u8>(),
+            size,
+        )
+    };
+    Ok(Some(image))
+}
+
 /// # Safety
 /// `c` is a valid `tz_config`: `dimensions` points to `rank` entries and its
-/// strings are NULL or NUL-terminated.
-pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
+/// strings are NULL or NUL-terminated; so is `image` (`axes` and
+/// `storage_order` NULL or `rank` entries).
+pub unsafe fn config_from_c(c: &tz_config, image: Option<&tz_image>) -> Result<Config> {
+    let defaults = image_defaults();
+    let img = image.unwrap_or(&defaults);
     let dtype = DType::ALL
         .get(c.dtype as usize)
         .copied()
@@ -58,17 +123,17 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
             ..Dimension::new(d.size, d.tile, d.tiles_per_shard)
         });
     }
-    if !c.axes.is_null() {
+    if !img.axes.is_null() {
         // SAFETY: non-NULL, and the caller guarantees `rank` entries.
-        let axes: &[tz_axis] = unsafe { std::slice::from_raw_parts(c.axes, c.rank as usize) };
+        let axes: &[tz_axis] = unsafe { std::slice::from_raw_parts(img.axes, c.rank as usize) };
         for (i, (a, d)) in axes.iter().zip(&mut dimensions).enumerate() {
             // SAFETY: the caller guarantees NULL or a NUL-terminated string.
             unsafe { axis_into(a, i, d) }?;
         }
     }
     // SAFETY: the caller guarantees NULL or `rank` NUL-terminated strings.
-    let storage_order = unsafe { storage_order(c.storage_order, c.rank as usize) }?;
-    let method = match c.multiscale_method {
+    let storage_order = unsafe { storage_order(img.storage_order, c.rank as usize) }?;
+    let method = match img.multiscale_method {
         0 => Method::Mean,
         1 => Method::Min,
         2 => Method::Max,
@@ -76,21 +141,21 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         4 => Method::Decimate,
         n => {
             return Err(bad(
-                "multiscale_method",
+                "image.multiscale_method",
                 format!("unknown tz_downsample_method value {n}"),
             ))
         }
     };
-    let multiscale = if c.multiscale != 0 {
+    let multiscale = if img.multiscale != 0 {
         Some(Multiscale {
-            levels: c.multiscale_levels,
+            levels: img.multiscale_levels,
             method,
         })
-    } else if c.multiscale_levels != 0 || method != Method::Mean {
-        let field = if c.multiscale_levels != 0 {
-            "multiscale_levels"
+    } else if img.multiscale_levels != 0 || method != Method::Mean {
+        let field = if img.multiscale_levels != 0 {
+            "image.multiscale_levels"
         } else {
-            "multiscale_method"
+            "image.multiscale_method"
         };
         return Err(bad(
             field,
@@ -100,12 +165,14 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         None
     };
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
-    let ome_name = unsafe { read_str(c.ome_name, "ome_name") }?;
-    let ome = match (ome_name, c.ome != 0) {
-        (Some(name), _) if c.ome != 0 || multiscale.is_some() => Some(Ome::Named(OmeName { name })),
+    let ome_name = unsafe { read_str(img.ome_name, "image.ome_name") }?;
+    let ome = match (ome_name, img.ome != 0) {
+        (Some(name), _) if img.ome != 0 || multiscale.is_some() => {
+            Some(Ome::Named(OmeName { name }))
+        }
         (Some(_), _) => {
             return Err(bad(
-                "ome_name",
+                "image.ome_name",
                 "names an OME-Zarr image: set ome (or multiscale) to 1 too".into(),
             ))
         }
@@ -113,11 +180,11 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
         (None, false) => None,
     };
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
-    let attributes = match unsafe { read_str(c.attributes_json, "attributes_json") }? {
+    let attributes = match unsafe { read_str(img.attributes_json, "image.attributes_json") }? {
         None => None,
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
             bad(
-                "attributes_json",
+                "image.attributes_json",
                 format!("is not valid JSON ({e}): give a JSON object such as {{\"key\": 1}}"),
             )
         })?),
@@ -184,12 +251,12 @@ pub unsafe fn config_from_c(c: &tz_config) -> Result<Config> {
     })
 }
 
-/// Copies axis `i` of `tz_config.axes` into its dimension.
+/// Copies axis `i` of `tz_image.axes` into its dimension.
 ///
 /// # Safety
 /// `a.unit` is NULL or a NUL-terminated string.
 unsafe fn axis_into(a: &tz_axis, i: usize, d: &mut Dimension) -> Result<()> {
-    let field = |f: &str| format!("axes[{i}].{f}");
+    let field = |f: &str| format!("image.axes[{i}].{f}");
     d.kind = match a.kind {
         0 => None,
         1 => Some(AxisKind::Time),
@@ -223,7 +290,7 @@ unsafe fn axis_into(a: &tz_axis, i: usize, d: &mut Dimension) -> Result<()> {
     Ok(())
 }
 
-/// `tz_config.storage_order` as names.
+/// `tz_image.storage_order` as names.
 ///
 /// # Safety
 /// `p` is NULL or points to `rank` pointers, each NULL or a NUL-terminated
@@ -236,7 +303,7 @@ unsafe fn storage_order(p: *const *const c_char, rank: usize) -> Result<Option<V
     let names = unsafe { std::slice::from_raw_parts(p, rank) };
     let mut out = Vec::with_capacity(rank);
     for (i, &n) in names.iter().enumerate() {
-        let field = format!("storage_order[{i}]");
+        let field = format!("image.storage_order[{i}]");
         // SAFETY: the caller guarantees NULL or a NUL-terminated string.
         let name = unsafe { read_str(n, &field) }?.ok_or_else(|| {
             bad(

@@ -63,10 +63,8 @@ fn create(
 }
 
 /// Fills `config` with the defaults: uint16, zstd level 1, backend auto,
-/// index at the end, no store, no sink, default threads and staging; a
-/// plain Zarr array in acquisition order (no axes, no storage order, no
-/// pyramid, no OME, no attributes). The caller then sets `rank`,
-/// `dimensions` and a store path or sink.
+/// index at the end, no store, no sink, default threads and staging. The
+/// caller then sets `rank`, `dimensions` and a store path or sink.
 #[no_mangle]
 pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
     guard("tz_config_init", None, status_of, || {
@@ -89,14 +87,6 @@ pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
             staging_bytes: 0,
             device: 0,
             store_skip_fsync: 0,
-            axes: std::ptr::null(),
-            storage_order: std::ptr::null(),
-            multiscale_levels: 0,
-            multiscale_method: tz_downsample_method::TZ_DOWNSAMPLE_MEAN as u32,
-            multiscale: 0,
-            ome: 0,
-            ome_name: std::ptr::null(),
-            attributes_json: std::ptr::null(),
         };
         // SAFETY: non-NULL; the caller provides writable memory for a tz_config.
         unsafe { config.write(c) };
@@ -104,11 +94,62 @@ pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
     })
 }
 
+/// Fills `image` with the defaults, a plain Zarr array in acquisition
+/// order (no axes, no storage order, no pyramid, no OME, no attributes),
+/// and `struct_size` with `sizeof(tz_image)`. It writes that many bytes of
+/// this version (56 on 64-bit platforms) and never more: should tz_image
+/// grow, this function keeps writing 0.4's struct and a newer header names
+/// a new initializer. Since 0.4.
+#[no_mangle]
+pub extern "C" fn tz_image_init(image: *mut tz_image) -> i32 {
+    guard("tz_image_init", None, status_of, || {
+        if image.is_null() {
+            return Err(Error::NullArgument("image"));
+        }
+        // SAFETY: non-NULL; the caller provides writable memory for a tz_image.
+        unsafe { image.write(convert::image_defaults()) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// The configuration of `config` and `image` (NULL: none), converted.
+///
+/// # Safety
+/// `config` is non-NULL and valid; `image` is NULL or a valid tz_image.
+unsafe fn config_of(config: &tz_config, image: *const tz_image) -> Result<Config, Error> {
+    // SAFETY: the caller's tz_image is NULL or valid (see tz_image docs).
+    let image = unsafe { convert::image_from_c(image) }?;
+    // SAFETY: the caller's tz_config and tz_image are valid.
+    unsafe { convert::config_from_c(config, image.as_ref()) }
+}
+
 /// Creates a stream from a `tz_config`. On success `*out` holds the stream;
 /// on failure it is NULL and `tz_last_error()` says why.
 #[no_mangle]
 pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) -> i32 {
-    guard("tz_create", None, status_of, || {
+    create_image_impl("tz_create", config, std::ptr::null(), out)
+}
+
+/// tz_create with the image settings of `image` (see `tz_image`; NULL: as
+/// tz_create, a plain array). A bad `image.struct_size` is
+/// TZ_ERR_INVALID_ARGUMENT; a bad field TZ_ERR_CONFIG naming it
+/// (`image.attributes_json`, `image.axes[1].kind`, ...). Since 0.4.
+#[no_mangle]
+pub extern "C" fn tz_create_image(
+    config: *const tz_config,
+    image: *const tz_image,
+    out: *mut *mut tz_stream,
+) -> i32 {
+    create_image_impl("tz_create_image", config, image, out)
+}
+
+fn create_image_impl(
+    what: &str,
+    config: *const tz_config,
+    image: *const tz_image,
+    out: *mut *mut tz_stream,
+) -> i32 {
+    guard(what, None, status_of, || {
         if out.is_null() {
             return Err(Error::NullArgument("out"));
         }
@@ -116,8 +157,8 @@ pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) 
         unsafe { *out = std::ptr::null_mut() };
         // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
-        // SAFETY: the caller's tz_config is valid (see tz_config docs).
-        let cfg = unsafe { convert::config_from_c(c) };
+        // SAFETY: the caller's tz_config and tz_image are valid (see their docs).
+        let cfg = unsafe { config_of(c, image) };
         create(cfg, c.sink, c.sink_user_data, out)
     })
 }
@@ -175,11 +216,31 @@ fn estimate(config: Result<Config, Error>, out: *mut tz_memory_plan) -> Result<i
 /// same configuration allocates this within 10%.
 #[no_mangle]
 pub extern "C" fn tz_estimate_memory(config: *const tz_config, out: *mut tz_memory_plan) -> i32 {
-    guard("tz_estimate_memory", None, status_of, || {
+    estimate_image_impl("tz_estimate_memory", config, std::ptr::null(), out)
+}
+
+/// tz_estimate_memory with the image settings of `image` (NULL: none), the
+/// pyramid's levels included; refused as tz_create_image refuses. Since 0.4.
+#[no_mangle]
+pub extern "C" fn tz_estimate_memory_image(
+    config: *const tz_config,
+    image: *const tz_image,
+    out: *mut tz_memory_plan,
+) -> i32 {
+    estimate_image_impl("tz_estimate_memory_image", config, image, out)
+}
+
+fn estimate_image_impl(
+    what: &str,
+    config: *const tz_config,
+    image: *const tz_image,
+    out: *mut tz_memory_plan,
+) -> i32 {
+    guard(what, None, status_of, || {
         // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
-        // SAFETY: the caller's tz_config is valid (see tz_config docs).
-        estimate(unsafe { convert::config_from_c(c) }, out)
+        // SAFETY: the caller's tz_config and tz_image are valid (see their docs).
+        estimate(unsafe { config_of(c, image) }, out)
     })
 }
 
@@ -302,7 +363,7 @@ pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
     })
 }
 
-/// Replaces the user's attributes (`tz_config.attributes_json`, JSON
+/// Replaces the user's attributes (`tz_image.attributes_json`, JSON
 /// `"attributes"`) with `json`, a JSON object. The store writes them into
 /// the group's zarr.json beside `ome` (the array's zarr.json without OME) at
 /// its next metadata update and at tz_flush; a stream without a store

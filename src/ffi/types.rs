@@ -124,7 +124,7 @@ pub enum tz_axis_kind {
 }
 
 /// How each pyramid level summarises the 2 x 2 (x 2) windows of the level
-/// below (`tz_config.multiscale_method`). Since 0.4.
+/// below (`tz_image.multiscale_method`). Since 0.4.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy)]
 #[allow(non_camel_case_types)]
@@ -141,7 +141,7 @@ pub enum tz_downsample_method {
 
 /// What one dimension means physically: its OME-NGFF axis (kind, unit,
 /// physical size and position) and whether pyramid levels halve it.
-/// `tz_config.axes` holds one per dimension, in the order of
+/// `tz_image.axes` holds one per dimension, in the order of
 /// `tz_config.dimensions`. Zero-filled except `downsample = -1`, every field
 /// is its default. Since 0.4.
 #[repr(C)]
@@ -166,10 +166,11 @@ pub struct tz_axis {
 
 /// The configuration, mirroring the JSON form. Start from `tz_config_init`.
 ///
-/// In 0.4 the struct grew at its end (`axes` to `attributes_json`; 88 to
-/// 136 bytes on 64-bit platforms): tz_config_init writes, and tz_create and
-/// tz_estimate_memory read, the whole struct, so a program that passes a
-/// tz_config must be built against the header of the library it loads.
+/// Its layout does not change within soname libtiledzarr.so.0 (88 bytes on
+/// 64-bit platforms, as in 0.2 and 0.3): tz_config_init writes, and
+/// tz_create and tz_estimate_memory read, exactly these fields, so a
+/// program built against an older header works with this library.
+/// Settings added later come in structs of their own (`tz_image`).
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_config {
@@ -207,42 +208,60 @@ pub struct tz_config {
     /// Non-zero: do not fsync the store's files and folders (faster; a
     /// power cut may then lose shards already reported written). Since 0.2.
     pub store_skip_fsync: u32,
+}
+
+/// What makes the stream an OME-Zarr image: axes, storage order, pyramid,
+/// image name, user attributes (tz_create_image, tz_estimate_memory_image).
+/// Start from `tz_image_init`. Since 0.4.
+///
+/// Versioned by its size: `struct_size` is `sizeof(tz_image)` as the caller
+/// compiled it (tz_image_init sets it), and the library reads only that
+/// many bytes, so that the struct can grow at its end in later versions
+/// (fields a caller's struct does not have count as their defaults). A
+/// `struct_size` smaller than 0.4's struct (56 bytes on 64-bit platforms)
+/// or larger than this library's is refused with TZ_ERR_INVALID_ARGUMENT
+/// naming `image.struct_size`: a larger struct comes from a program built
+/// against a newer header, whose extra fields this library cannot honour.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_image {
+    /// `sizeof(tz_image)` as the caller compiled it; set by tz_image_init.
+    pub struct_size: usize,
     /// NULL: every axis takes its defaults (see `tz_axis`); else `rank`
-    /// entries, one per dimension, in the order of `dimensions`. JSON: the
-    /// dimensions' `kind`, `unit`, `scale`, `translation`, `downsample`.
-    /// Since 0.4.
+    /// entries (the `rank` of the tz_config), one per dimension, in the
+    /// order of `tz_config.dimensions`. JSON: the dimensions' `kind`,
+    /// `unit`, `scale`, `translation`, `downsample`.
     pub axes: *const tz_axis,
     /// NULL: the array is stored in acquisition order (the order of
-    /// `dimensions`); else `rank` dimension names, slowest first, the order
-    /// the array is stored in. Dimension 0 and the last dimension stay in
-    /// place; an OME-Zarr image stores time, then channel, then space axes.
-    /// Since 0.4.
+    /// `tz_config.dimensions`); else `rank` dimension names, slowest first,
+    /// the order the array is stored in. Dimension 0 and the last dimension
+    /// stay in place; an OME-Zarr image stores time, then channel, then
+    /// space axes.
     pub storage_order: *const *const c_char,
     /// Pyramid levels, level 0 (full resolution) included; 0 = as many as it
     /// takes until every downsampled dimension fits in one tile. Used only
-    /// with `multiscale` (0 otherwise). Since 0.4.
+    /// with `multiscale` (0 otherwise).
     pub multiscale_levels: u32,
     /// A `tz_downsample_method` (default TZ_DOWNSAMPLE_MEAN). Used only with
-    /// `multiscale` (TZ_DOWNSAMPLE_MEAN otherwise). Since 0.4.
+    /// `multiscale` (TZ_DOWNSAMPLE_MEAN otherwise).
     pub multiscale_method: u32,
     /// Non-zero: write a multiscale pyramid, level k at `<store>/<k>/`, each
     /// level halving the downsampled dimensions of the one before (rounding
-    /// up). Implies `ome`. Since 0.4.
+    /// up). Implies `ome`.
     pub multiscale: i32,
     /// Non-zero: write an OME-Zarr image (OME-NGFF 0.5): the store is a group
     /// whose zarr.json holds the `ome` metadata (axes, one dataset per level
     /// with its scale and translation) and the user's attributes; level k is
-    /// the array at `<store>/<k>/`. 0: one plain Zarr array, as before.
-    /// Since 0.4.
+    /// the array at `<store>/<k>/`. 0: one plain Zarr array.
     pub ome: i32,
     /// The image's name in the OME metadata; NULL: none. Needs `ome` or
-    /// `multiscale`. Since 0.4.
+    /// `multiscale`.
     pub ome_name: *const c_char,
     /// The user's attributes: NULL for none, else a JSON object (a text,
-    /// parsed at tz_create; malformed JSON is TZ_ERR_CONFIG naming
-    /// `attributes_json`), written into the group's zarr.json beside `ome`
-    /// (the array's without OME). It may not hold the key "ome".
-    /// tz_set_attributes replaces them until tz_flush. Since 0.4.
+    /// parsed at create; malformed JSON is TZ_ERR_CONFIG naming
+    /// `image.attributes_json`), written into the group's zarr.json beside
+    /// `ome` (the array's without OME). It may not hold the key "ome".
+    /// tz_set_attributes replaces them until tz_flush.
     pub attributes_json: *const c_char,
 }
 
