@@ -8,8 +8,14 @@
 //
 // OME-Zarr images are configured in the JSON: "ome", "multiscale",
 // "storage_order", "attributes" and the dimensions' "kind", "unit",
-// "scale", "translation", "downsample" (README); set_attributes() replaces
-// the user's attributes until the flush.
+// "scale", "translation", "downsample" (README); or in the struct form, a
+// tz_config with a tz_image (tiledzarr.h):
+//
+//   tz_config config; tz_config_init(&config);   // rank, dimensions, store_path
+//   tz_image image;   tz_image_init(&image);     // axes, multiscale, ome, ...
+//   tiledzarr::Stream s(config, &image);
+//
+// set_attributes() replaces the user's attributes until the flush.
 //
 // Notes:
 //  * ~Stream() calls tz_destroy and never throws. Without a prior flush(),
@@ -88,6 +94,25 @@ public:
         if (rc != TZ_OK) {
             s_ = nullptr;
             throw Error(rc, std::string("tz_create_json: ") + tz_last_error());
+        }
+    }
+
+    // Creates a stream from the struct form (tz_create_image): config from
+    // tz_config_init, image from tz_image_init (nullptr: a plain array, as
+    // tz_create). With a callback, it replaces config.sink and
+    // config.sink_user_data; without one, those are used as they are.
+    explicit Stream(tz_config config, const tz_image* image = nullptr,
+                    ShardCallback callback = {}) {
+        if (callback) {
+            callback_ = std::make_unique<CallbackState>();
+            callback_->fn = std::move(callback);
+            config.sink = &Stream::trampoline;
+            config.sink_user_data = callback_.get();
+        }
+        int32_t rc = tz_create_image(&config, image, &s_);
+        if (rc != TZ_OK) {
+            s_ = nullptr;
+            throw Error(rc, std::string("tz_create_image: ") + tz_last_error());
         }
     }
 
