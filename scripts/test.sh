@@ -118,6 +118,11 @@ TZ_S3_READBACK_ENDPOINT="$s3_endpoint" TZ_READBACK_DIR="$work/s3-readback" \
     cargo test --release --test s3_store readback_stores_on_the_test_server
 "$PY" tests/readback/check_store.py --manifest "$work/s3-readback/s3-manifest.tsv" --min 4 \
     --endpoint "$s3_endpoint"
+# The OME image as the server keeps it: bucket "readback" is the folder
+# $work/s3/readback.
+sed "s#^s3://readback/#$work/s3/readback/#" "$work/s3-readback/s3-ome-manifest.tsv" \
+    >"$work/s3-readback/s3-ome-folders.tsv"
+"$PY" tests/readback/check_ome.py --manifest "$work/s3-readback/s3-ome-folders.tsv" --min 1
 kill "$s3_pid" && wait "$s3_pid" 2>/dev/null || true
 s3_pid=""
 

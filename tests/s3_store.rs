@@ -480,6 +480,43 @@ fn readback_stores_on_the_test_server() {
         );
     }
     std::fs::write(dir.join("s3-manifest.tsv"), manifest).unwrap();
+    // An OME-Zarr image with a pyramid and a storage order: the group,
+    // each level's array under its own prefix, attributes replaced while
+    // streaming. Listed with its configuration for check_ome.py, which
+    // reads it from the server's folder (scripts/test.sh maps the URL).
+    let url = "s3://readback/ome-pyramid.zarr";
+    let json = format!(
+        r#"{{"dtype": "uint16", "backend": "cpu",
+            "dimensions": [{{"name": "t", "size": 0, "tile": 2, "tiles_per_shard": 2, "unit": "second"}},
+                           {{"name": "z", "size": 3, "tile": 2, "downsample": false}},
+                           {{"name": "c", "size": 2, "tile": 1}},
+                           {{"name": "y", "size": 37, "tile": 16, "tiles_per_shard": 2, "unit": "micrometer"}},
+                           {{"name": "x", "size": 41, "tile": 16, "tiles_per_shard": 2, "unit": "micrometer"}}],
+            "storage_order": ["t", "c", "z", "y", "x"],
+            "multiscale": {{"levels": 3, "method": "median"}},
+            "attributes": {{"stage": 1}},
+            "store": {{"url": "{url}", "endpoint": "{endpoint}", "overwrite": true}}}}"#
+    );
+    let c = Config::from_json(&json).unwrap();
+    let data = frames(DType::Uint16, &[3, 2, 37, 41], 7, 11, Pattern::Microscopy);
+    let mut s = Stream::new(&c, None).unwrap();
+    stream_all(&mut s, &data);
+    s.set_attributes(&serde_json::json!({"stage": 2})).unwrap();
+    s.finish().unwrap();
+    let raw = dir.join("ome-pyramid.raw");
+    std::fs::write(&raw, &data).unwrap();
+    // The checker expects the attributes the group ends with.
+    let checked = json.replace(r#"{"stage": 1}"#, r#"{"stage": 2}"#);
+    std::fs::write(dir.join("ome-pyramid.json"), checked).unwrap();
+    std::fs::write(
+        dir.join("s3-ome-manifest.tsv"),
+        format!(
+            "{url}\t{}\t{}\n",
+            raw.display(),
+            dir.join("ome-pyramid.json").display()
+        ),
+    )
+    .unwrap();
 }
 
 /// Through the C ABI: `store_path` takes an `s3://` URL (a bad one is a

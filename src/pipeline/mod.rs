@@ -390,7 +390,7 @@ impl Parts {
             jobs: job_rx,
             free_staging: free_tx,
             deliveries: del_tx,
-            spare_epochs: spare_rx,
+            spare_epochs: Arc::new(parking_lot::Mutex::new(spare_rx)),
             pyramid,
         };
         let delivery = DeliveryThread {

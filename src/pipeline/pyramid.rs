@@ -100,10 +100,15 @@ impl Pyramid {
         Ok(Some(Pyramid { lanes, pool }))
     }
 
-    /// Takes whole planes of level 0 (input order) and compresses every
-    /// whole epoch that completes on any level.
-    pub fn push(&mut self, planes0: &[u8], out: &mut Outlet<'_>) -> Result<()> {
-        self.advance(planes0, false, out.metrics)?;
+    /// Takes whole planes of level 0 (input order) and reduces them into
+    /// every level; [`Pyramid::compress_whole`] then compresses the epochs
+    /// that completed (the planes' buffer is free in between).
+    pub fn reduce(&mut self, planes0: &[u8], metrics: &Metrics) -> Result<()> {
+        self.advance(planes0, false, metrics)
+    }
+
+    /// Compresses every whole epoch waiting on any level.
+    pub fn compress_whole(&mut self, out: &mut Outlet<'_>) -> Result<()> {
         self.compress(false, out)
     }
 

@@ -10,10 +10,12 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
 use crate::sink::ShardSink;
+use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// Work for the compute thread.
 pub enum Job {
@@ -51,8 +53,11 @@ pub struct ComputeThread {
     pub jobs: Receiver<Job>,
     pub free_staging: Sender<StagingBuffer>,
     pub deliveries: SyncSender<Delivery>,
-    pub spare_epochs: Receiver<CompressedEpoch>,
-    /// Pyramid levels 1.., when the stream has them.
+    /// Output objects the delivery thread is done with (shared with the
+    /// pyramid's thread, so that what both take and give back balances).
+    pub spare_epochs: Arc<Mutex<Receiver<CompressedEpoch>>>,
+    /// Pyramid levels 1.., when the stream has them: handed to their own
+    /// thread when the compute thread starts.
     pub pyramid: Option<Pyramid>,
     /// Where the backend goes when the stream is complete: to the stream
     /// itself, which frees it when it is destroyed. Freeing gigabytes of
@@ -61,15 +66,122 @@ pub struct ComputeThread {
     pub retired: Sender<Box<dyn Backend>>,
 }
 
+/// Work for the pyramid's thread.
+enum PyramidJob {
+    /// A staging buffer whose first `bytes` are whole planes of level 0;
+    /// the buffer goes back to the write path once they are reduced.
+    Planes {
+        buf: StagingBuffer,
+        bytes: usize,
+    },
+    Finish,
+}
+
+/// The pyramid's levels run on a thread of their own, beside level 0's
+/// backend: it reduces a staging buffer's planes, hands the buffer back,
+/// then compresses the levels' whole epochs.
+struct PyramidThread {
+    shared: Arc<Shared>,
+    pyramid: Pyramid,
+    jobs: Receiver<PyramidJob>,
+    free_staging: Sender<StagingBuffer>,
+    deliveries: SyncSender<Delivery>,
+    spare_epochs: Arc<Mutex<Receiver<CompressedEpoch>>>,
+}
+
+impl PyramidThread {
+    fn run(mut self) {
+        while let Ok(job) = self.jobs.recv() {
+            let live = !(self.shared.is_poisoned() || self.shared.cancel.load(Relaxed));
+            let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
+            let shared = &self.shared;
+            let pyramid = &mut self.pyramid;
+            let mut outlet = |f: &mut dyn FnMut(&mut Pyramid, &mut Outlet<'_>) -> Result<()>| {
+                guarded(shared, "pyramid", || {
+                    f(
+                        pyramid,
+                        &mut Outlet {
+                            cancel: &shared.cancel,
+                            metrics: &shared.metrics,
+                            spare: &mut || spares.lock().try_recv().unwrap_or_default(),
+                            done: &mut |level, out| send(deliveries, level, out),
+                        },
+                    )
+                })
+            };
+            match job {
+                PyramidJob::Planes { buf, bytes } => {
+                    if live {
+                        outlet(&mut |p, _| p.reduce(&buf[..bytes], &shared.metrics));
+                    }
+                    let _ = self.free_staging.send(buf);
+                    if live {
+                        outlet(&mut |p, out| p.compress_whole(out));
+                    }
+                }
+                PyramidJob::Finish => {
+                    if live {
+                        outlet(&mut |p, out| p.finish(out));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The compute thread's end of the pyramid's thread.
+struct PyramidLink {
+    jobs: SyncSender<PyramidJob>,
+    thread: JoinHandle<()>,
+}
+
 impl ComputeThread {
     pub fn run(mut self) {
-        self.work();
+        let link = match self.pyramid.take() {
+            Some(pyramid) => match self.start_pyramid(pyramid) {
+                Ok(link) => Some(link),
+                Err(e) => {
+                    self.shared.poison(e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let link = self.work(link);
+        if let Some(link) = link {
+            drop(link.jobs);
+            if link.thread.join().is_err() {
+                self.shared
+                    .poison(Error::Internal("the pyramid's thread panicked".into()));
+            }
+        }
         // The receiver lives as long as the stream; when it is already
         // gone, the backend is freed here.
         let _ = self.retired.send(self.backend);
     }
 
-    fn work(&mut self) {
+    fn start_pyramid(&self, pyramid: Pyramid) -> Result<PyramidLink> {
+        // One buffer may wait while another is reduced: then the compute
+        // thread waits, and with it, in time, the write path.
+        let (jobs, rx) = mpsc::sync_channel(1);
+        let worker = PyramidThread {
+            shared: self.shared.clone(),
+            pyramid,
+            jobs: rx,
+            free_staging: self.free_staging.clone(),
+            deliveries: self.deliveries.clone(),
+            spare_epochs: self.spare_epochs.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("tz-pyramid".into())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::Internal(format!("starting thread tz-pyramid: {e}")))?;
+        Ok(PyramidLink { jobs, thread })
+    }
+
+    /// Runs the jobs; returns the pyramid's link (its thread still to join).
+    fn work(&mut self, link: Option<PyramidLink>) -> Option<PyramidLink> {
         while let Ok(job) = self.jobs.recv() {
             match job {
                 Job::Batch {
@@ -77,21 +189,39 @@ impl ComputeThread {
                     mut buf,
                     valid,
                 } => {
-                    self.compress(first_epoch, &mut buf, valid);
-                    // The receiver is gone only when the stream is dropped.
-                    let _ = self.free_staging.send(buf);
+                    let planes = self.compress(first_epoch, &mut buf, valid);
+                    // The receivers are gone only when the stream is dropped.
+                    match &link {
+                        Some(l) => {
+                            if let Err(mpsc::SendError(PyramidJob::Planes { buf, .. })) =
+                                l.jobs.send(PyramidJob::Planes { buf, bytes: planes })
+                            {
+                                let _ = self.free_staging.send(buf);
+                            }
+                        }
+                        None => {
+                            let _ = self.free_staging.send(buf);
+                        }
+                    }
                 }
                 Job::Finish { planes } => {
                     self.drain();
+                    if let Some(l) = link {
+                        let _ = l.jobs.send(PyramidJob::Finish);
+                        if l.thread.join().is_err() {
+                            self.shared
+                                .poison(Error::Internal("the pyramid's thread panicked".into()));
+                        }
+                    }
                     let _ = self.deliveries.send(Delivery::Finish { planes });
-                    return;
+                    return None;
                 }
             }
         }
+        link
     }
 
-    /// Collects what the backend still holds at the end of the stream,
-    /// then the pyramid's last epochs.
+    /// Collects what the backend still holds at the end of the stream.
     fn drain(&mut self) {
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return;
@@ -99,42 +229,31 @@ impl ComputeThread {
         let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
         let shared = &self.shared;
         let backend = &mut self.backend;
-        let pyramid = &mut self.pyramid;
         guarded(shared, "compute", || {
             backend.drain(
                 &shared.metrics,
-                &mut || spares.try_recv().unwrap_or_default(),
+                &mut || spares.lock().try_recv().unwrap_or_default(),
                 &mut |out| send(deliveries, 0, out),
-            )?;
-            match pyramid {
-                Some(p) => p.finish(&mut Outlet {
-                    cancel: &shared.cancel,
-                    metrics: &shared.metrics,
-                    spare: &mut || spares.try_recv().unwrap_or_default(),
-                    done: &mut |level, out| send(deliveries, level, out),
-                }),
-                None => Ok(()),
-            }
+            )
         });
     }
 
     /// Compresses the epochs holding data and passes them on, unless the
-    /// stream is poisoned or abandoned; the planes holding data go on to
-    /// the pyramid.
-    fn compress(&mut self, first_epoch: u64, buf: &mut [u8], valid: usize) {
+    /// stream is poisoned or abandoned; returns the bytes of whole planes
+    /// holding data (what the pyramid takes).
+    fn compress(&mut self, first_epoch: u64, buf: &mut [u8], valid: usize) -> usize {
+        let plane_bytes = self.layout.plane_bytes() as usize;
+        let planes = valid.div_ceil(plane_bytes.max(1));
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
-            return;
+            return planes * plane_bytes;
         }
         let epoch_bytes = self.layout.epoch_bytes() as usize;
         let epochs = valid.div_ceil(epoch_bytes);
         // The tail of the last epoch is padding: fill value.
         buf[valid..epochs * epoch_bytes].fill(0);
-        let plane_bytes = self.layout.plane_bytes() as usize;
-        let planes = valid.div_ceil(plane_bytes.max(1));
         let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
         let shared = &self.shared;
         let backend = &mut self.backend;
-        let pyramid = &mut self.pyramid;
         guarded(shared, "compute", || {
             let job = BatchJob {
                 first_epoch,
@@ -145,22 +264,11 @@ impl ComputeThread {
             };
             backend.compress_batch(
                 job,
-                &mut || spares.try_recv().unwrap_or_default(),
+                &mut || spares.lock().try_recv().unwrap_or_default(),
                 &mut |out| send(deliveries, 0, out),
-            )?;
-            match pyramid {
-                Some(p) => p.push(
-                    &buf[..planes * plane_bytes],
-                    &mut Outlet {
-                        cancel: &shared.cancel,
-                        metrics: &shared.metrics,
-                        spare: &mut || spares.try_recv().unwrap_or_default(),
-                        done: &mut |level, out| send(deliveries, level, out),
-                    },
-                ),
-                None => Ok(()),
-            }
+            )
         });
+        planes * plane_bytes
     }
 }
 

@@ -293,11 +293,19 @@ mod tests {
 
     #[test]
     fn every_named_configuration_validates_with_the_protocol_tile_bytes() {
-        let tile_kib = [64, 512, 1024, 1024, 64];
-        for (name, kib) in names().zip(tile_kib) {
+        let tile_kib = [64, 64, 512, 1024, 1024, 1024, 64];
+        let levels = [1, 5, 1, 1, 1, 3, 1];
+        let names: Vec<_> = names().collect();
+        assert_eq!(names.len(), tile_kib.len());
+        for ((name, kib), levels) in names.into_iter().zip(tile_kib).zip(levels) {
             let v = named(name).unwrap().validate().unwrap();
             assert_eq!(v.layout.tile_bytes(), kib << 10, "{name}");
             assert!(v.layout.is_unbounded(), "{name}");
+            assert_eq!(v.image.levels.len(), levels, "{name}");
         }
+        // tczyx-ome stores t-c-z-y-x what arrives t-z-c-y-x, z not halved.
+        let v = named("tczyx-ome").unwrap().validate().unwrap();
+        assert_eq!(v.names, ["t", "c", "z", "y", "x"]);
+        assert_eq!(v.image.downsample(), [false, false, false, true, true]);
     }
 }
