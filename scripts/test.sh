@@ -165,7 +165,7 @@ run_examples() {
     "$PY" tests/readback/check_store.py --store "$out/s.zarr" --raw "$out/s.raw" --dtype uint16 --shape 40,300,260
     "$bin/callback_sink" "$out/cb.zarr" "$out/cb.raw"
     "$PY" tests/readback/check_store.py --store "$out/cb.zarr" --raw "$out/cb.raw" --dtype uint16 --shape 37,300,260
-    # An OME-Zarr image with a 3-level pyramid, through tz_config: every
+    # An OME-Zarr image with a 3-level pyramid, through tz_image and tz_create_image: every
     # level against a NumPy pyramid, the OME-NGFF validator, ome-zarr-py.
     "$bin/ome_pyramid" "$out/ome.zarr" "$out/ome.raw" "$out/ome.json"
     "$PY" tests/readback/check_ome.py --store "$out/ome.zarr" --raw "$out/ome.raw" --config "$out/ome.json"
