@@ -120,15 +120,53 @@ impl Pyramid {
         self.compress(true, out)
     }
 
+    /// Level 1's reduction (from level 0's planes), and whether it pairs
+    /// planes along dimension 0: what a backend that reduces level 1
+    /// itself needs ([`crate::backend::Backend::reduce_batch`]).
+    pub fn first_reduction(&self) -> (PlaneReduction, bool) {
+        let lane = &self.lanes[0];
+        (lane.reduction.clone(), lane.pairs)
+    }
+
+    /// Takes level 1's planes reduced elsewhere from `below` planes of
+    /// level 0 (no plane may be waiting for its pair: the backend reduced
+    /// whole pairs from the start), and reduces the levels above.
+    pub fn take_level1(&mut self, planes1: &[u8], below: u64, metrics: &Metrics) -> Result<()> {
+        let lane = &mut self.lanes[0];
+        if lane.carried {
+            return Err(crate::error::Error::Internal(
+                "level 1 came reduced while a plane of level 0 waited for its pair".into(),
+            ));
+        }
+        lane.fresh = lane.pending.len();
+        lane.below_seen += below;
+        let at = lane.pending.len();
+        grow(&mut lane.pending, at + planes1.len())?;
+        lane.pending[at..].copy_from_slice(planes1);
+        self.advance_from(1, &[], false, metrics)
+    }
+
     fn advance(&mut self, planes0: &[u8], ending: bool, metrics: &Metrics) -> Result<()> {
+        self.advance_from(0, planes0, ending, metrics)
+    }
+
+    /// Feeds lane `first` with `src` (planes of the level below it), each
+    /// lane above with the planes the one below just made.
+    fn advance_from(
+        &mut self,
+        first: usize,
+        src: &[u8],
+        ending: bool,
+        metrics: &Metrics,
+    ) -> Result<()> {
         let t = std::time::Instant::now();
-        for k in 0..self.lanes.len() {
+        for k in first..self.lanes.len() {
             let (below, rest) = self.lanes.split_at_mut(k);
             let lane = &mut rest[0];
             lane.fresh = lane.pending.len();
             let src = match below.last() {
-                None => planes0,
-                Some(b) => &b.pending[b.fresh..],
+                Some(b) if k > first => &b.pending[b.fresh..],
+                _ => src,
             };
             lane.feed(src, &self.pool)?;
             if ending {
