@@ -76,8 +76,8 @@ pub fn allocated() -> (u64, u64) {
 
 /// Refuses a configuration whose buffers do not fit in the device's free
 /// memory, before allocating any of them.
-fn check_fits(z: &Sizes, tiles_per_epoch: usize) -> Result<()> {
-    let need = z.device_bytes(tiles_per_epoch);
+fn check_fits(z: &Sizes, tiles_per_epoch: usize, pyramid: usize) -> Result<()> {
+    let need = z.device_bytes(tiles_per_epoch) + pyramid as u64;
     let (free, total) =
         cudarc::driver::result::mem_get_info().map_err(|e| gpu_err("reading free memory", e))?;
     if need > free as u64 {
@@ -201,7 +201,7 @@ impl CudaBackend {
         let m = layout.tiles_per_epoch() as usize;
         let gpu_codec = codec::load(v.config.codec, layout.elem_size())?;
         let z = Sizes::new(v, gpu_codec.as_deref())?;
-        check_fits(&z, m)?;
+        check_fits(&z, m, pyramid::device_bytes(v, z.epochs as u64))?;
         let host = host_bytes(v, &z);
         crate::memory::check_available(host.0 + host.1, "this stream (GPU backend)")?;
         let (epochs, chunks) = (z.epochs, z.chunks);
