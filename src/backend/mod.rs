@@ -81,6 +81,20 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// Pyramid level 1 of the batch just given to `compress_batch`, while
+    /// its input is still at hand (on the device): its first `planes`
+    /// planes reduced by `r` (in pairs along dimension 0 with `pairs`) into
+    /// `out`. `Ok(false)`: not done here; the caller reduces on the host.
+    fn reduce_batch(
+        &mut self,
+        _r: &cpu::downsample::PlaneReduction,
+        _planes: usize,
+        _pairs: bool,
+        _out: &mut [u8],
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Hands on whatever `compress_batch` still holds (a backend that
     /// overlaps batches returns each one's epochs on the next call); called
     /// once at the end of the stream.

@@ -120,15 +120,55 @@ impl Pyramid {
         self.compress(true, out)
     }
 
+    /// Level 1's reduction (from level 0's planes), and whether it pairs
+    /// planes along dimension 0: what a backend that reduces level 1
+    /// itself needs ([`crate::backend::Backend::reduce_batch`]).
+    pub fn first_reduction(&self) -> (PlaneReduction, bool) {
+        let lane = &self.lanes[0];
+        (lane.reduction.clone(), lane.pairs)
+    }
+
+    /// Takes level 1's planes reduced elsewhere from `below` planes of
+    /// level 0 (no plane may be waiting for its pair: the backend reduced
+    /// whole pairs from the start), and reduces the levels above.
+    pub fn take_level1(&mut self, planes1: &[u8], below: u64, metrics: &Metrics) -> Result<()> {
+        let lane = &mut self.lanes[0];
+        if lane.carried {
+            return Err(crate::error::Error::Internal(
+                "level 1 came reduced while a plane of level 0 waited for its pair".into(),
+            ));
+        }
+        lane.fresh = lane.pending.len();
+        lane.below_seen += below;
+        let at = lane.pending.len();
+        grow(&mut lane.pending, at + planes1.len())?;
+        lane.pending[at..].copy_from_slice(planes1);
+        self.advance_from(1, None, false, metrics)
+    }
+
     fn advance(&mut self, planes0: &[u8], ending: bool, metrics: &Metrics) -> Result<()> {
+        self.advance_from(0, Some(planes0), ending, metrics)
+    }
+
+    /// Feeds lane `first` with `src` (planes of the level below it; `None`:
+    /// the planes the lane below just took), and each lane above with the
+    /// planes the one below just made.
+    fn advance_from(
+        &mut self,
+        first: usize,
+        src: Option<&[u8]>,
+        ending: bool,
+        metrics: &Metrics,
+    ) -> Result<()> {
         let t = std::time::Instant::now();
-        for k in 0..self.lanes.len() {
+        for k in first..self.lanes.len() {
             let (below, rest) = self.lanes.split_at_mut(k);
             let lane = &mut rest[0];
             lane.fresh = lane.pending.len();
-            let src = match below.last() {
-                None => planes0,
-                Some(b) => &b.pending[b.fresh..],
+            let src = match (src, below.last()) {
+                (Some(s), _) if k == first => s,
+                (_, Some(b)) => &b.pending[b.fresh..],
+                (_, None) => &[],
             };
             lane.feed(src, &self.pool)?;
             if ending {
@@ -256,4 +296,94 @@ fn input_sizes(layout: &Layout) -> Vec<u64> {
         sizes[a] = layout.dims()[d].size;
     }
     sizes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// Every level's compressed epochs, as (level, epoch, offsets, bytes).
+    type Out = Vec<(u32, u64, Vec<u64>, Vec<u8>)>;
+
+    fn config() -> Validated {
+        Config::from_json(
+            r#"{"dtype": "uint16", "backend": "cpu", "threads": 2,
+                "dimensions": [{"name": "t", "size": 0, "tile": 2, "downsample": true},
+                               {"name": "c", "size": 2, "tile": 1},
+                               {"name": "y", "size": 9, "tile": 4}, {"name": "x", "size": 7, "tile": 4}],
+                "multiscale": {"levels": 4, "method": "mean"}}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap()
+    }
+
+    /// Streams `batches` (whole planes of level 0) through a pyramid; with
+    /// `backend_level1`, level 1 of every batch of an even number of planes
+    /// comes reduced from outside, as a GPU backend hands it over.
+    fn run(v: &Validated, batches: &[Vec<u8>], backend_level1: bool) -> Out {
+        let mut p = Pyramid::new(v).unwrap().unwrap();
+        let metrics = Metrics::default();
+        let cancel = AtomicBool::new(false);
+        let mut got: Out = Vec::new();
+        let (r, pairs) = p.first_reduction();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let mut outside = backend_level1;
+        let mut collect = |p: &mut Pyramid, f: &mut dyn FnMut(&mut Pyramid, &mut Outlet<'_>)| {
+            let mut done = |level: u32, e: CompressedEpoch| {
+                got.push((level, e.epoch, e.offsets.clone(), e.data.to_vec()));
+                true
+            };
+            f(
+                p,
+                &mut Outlet {
+                    cancel: &cancel,
+                    metrics: &metrics,
+                    spare: &mut CompressedEpoch::default,
+                    done: &mut done,
+                },
+            );
+        };
+        for b in batches {
+            let planes = b.len() / r.src_plane_bytes();
+            outside &= !pairs || planes % 2 == 0;
+            if outside {
+                let mut level1 = Vec::new();
+                let step = if pairs { 2 } else { 1 };
+                for w in b.chunks(step * r.src_plane_bytes()) {
+                    let mut plane = vec![0u8; r.out_plane_bytes()];
+                    r.reduce(w, &mut plane, &pool);
+                    level1.extend(plane);
+                }
+                p.take_level1(&level1, planes as u64, &metrics).unwrap();
+            } else {
+                p.reduce(b, &metrics).unwrap();
+            }
+            collect(&mut p, &mut |p, o| p.compress_whole(o).unwrap());
+        }
+        collect(&mut p, &mut |p, o| p.finish(o).unwrap());
+        got
+    }
+
+    #[test]
+    fn level_1_from_the_backend_gives_the_same_levels() {
+        let v = config();
+        let plane = (2 * 9 * 7 * 2) as usize;
+        let data: Vec<u8> = (0..plane * 23).map(|i| (i * 7 % 251) as u8).collect();
+        // Batches of 4, 6 and 2 planes, then 11 (odd: the host takes over).
+        let mut batches = Vec::new();
+        let mut at = 0;
+        for n in [4, 6, 2, 11] {
+            batches.push(data[at * plane..(at + n) * plane].to_vec());
+            at += n;
+        }
+        let host = run(&v, &batches, false);
+        let outside = run(&v, &batches, true);
+        assert!(host.iter().any(|e| e.0 == 3), "every level has epochs");
+        assert_eq!(host, outside);
+    }
 }

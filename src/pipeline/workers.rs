@@ -5,6 +5,7 @@
 
 use super::pyramid::{Outlet, Pyramid};
 use super::{Shared, Stage};
+use crate::backend::cpu::downsample::PlaneReduction;
 use crate::backend::{Backend, BatchJob, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -74,6 +75,12 @@ enum PyramidJob {
         buf: StagingBuffer,
         bytes: usize,
     },
+    /// Level 1's planes, reduced by the backend from `below` planes of
+    /// level 0; the buffer goes back to the compute thread for reuse.
+    Level1 {
+        planes: Vec<u8>,
+        below: u64,
+    },
     Finish,
 }
 
@@ -87,6 +94,8 @@ struct PyramidThread {
     free_staging: Sender<StagingBuffer>,
     deliveries: SyncSender<Delivery>,
     spare_epochs: Arc<Mutex<Receiver<CompressedEpoch>>>,
+    /// Level 1's buffers, back to the compute thread.
+    level1_free: Sender<Vec<u8>>,
 }
 
 impl PyramidThread {
@@ -119,6 +128,15 @@ impl PyramidThread {
                         outlet(&mut |p, out| p.compress_whole(out));
                     }
                 }
+                PyramidJob::Level1 { planes, below } => {
+                    if live {
+                        outlet(&mut |p, _| p.take_level1(&planes, below, &shared.metrics));
+                    }
+                    let _ = self.level1_free.send(planes);
+                    if live {
+                        outlet(&mut |p, out| p.compress_whole(out));
+                    }
+                }
                 PyramidJob::Finish => {
                     if live {
                         outlet(&mut |p, out| p.finish(out));
@@ -134,6 +152,11 @@ impl PyramidThread {
 struct PyramidLink {
     jobs: SyncSender<PyramidJob>,
     thread: JoinHandle<()>,
+    /// Level 1's reduction when the backend does it, while every batch so
+    /// far held whole pairs of planes (after one that does not, the
+    /// pyramid's thread pairs planes itself).
+    level1: Option<(PlaneReduction, bool)>,
+    level1_free: Receiver<Vec<u8>>,
 }
 
 impl ComputeThread {
@@ -165,6 +188,8 @@ impl ComputeThread {
         // One buffer may wait while another is reduced: then the compute
         // thread waits, and with it, in time, the write path.
         let (jobs, rx) = mpsc::sync_channel(1);
+        let (level1_tx, level1_free) = mpsc::channel();
+        let level1 = Some(pyramid.first_reduction());
         let worker = PyramidThread {
             shared: self.shared.clone(),
             pyramid,
@@ -172,16 +197,22 @@ impl ComputeThread {
             free_staging: self.free_staging.clone(),
             deliveries: self.deliveries.clone(),
             spare_epochs: self.spare_epochs.clone(),
+            level1_free: level1_tx,
         };
         let thread = std::thread::Builder::new()
             .name("tz-pyramid".into())
             .spawn(move || worker.run())
             .map_err(|e| Error::Internal(format!("starting thread tz-pyramid: {e}")))?;
-        Ok(PyramidLink { jobs, thread })
+        Ok(PyramidLink {
+            jobs,
+            thread,
+            level1,
+            level1_free,
+        })
     }
 
     /// Runs the jobs; returns the pyramid's link (its thread still to join).
-    fn work(&mut self, link: Option<PyramidLink>) -> Option<PyramidLink> {
+    fn work(&mut self, mut link: Option<PyramidLink>) -> Option<PyramidLink> {
         while let Ok(job) = self.jobs.recv() {
             match job {
                 Job::Batch {
@@ -189,19 +220,21 @@ impl ComputeThread {
                     mut buf,
                     valid,
                 } => {
-                    let planes = self.compress(first_epoch, &mut buf, valid);
+                    let bytes = self.compress(first_epoch, &mut buf, valid);
                     // The receivers are gone only when the stream is dropped.
-                    match &link {
-                        Some(l) => {
-                            if let Err(mpsc::SendError(PyramidJob::Planes { buf, .. })) =
-                                l.jobs.send(PyramidJob::Planes { buf, bytes: planes })
-                            {
-                                let _ = self.free_staging.send(buf);
-                            }
-                        }
-                        None => {
+                    let Some(l) = &mut link else {
+                        let _ = self.free_staging.send(buf);
+                        continue;
+                    };
+                    let job = match self.level1_on_backend(l, bytes) {
+                        Some(job) => {
                             let _ = self.free_staging.send(buf);
+                            job
                         }
+                        None => PyramidJob::Planes { buf, bytes },
+                    };
+                    if let Err(mpsc::SendError(PyramidJob::Planes { buf, .. })) = l.jobs.send(job) {
+                        let _ = self.free_staging.send(buf);
                     }
                 }
                 Job::Finish { planes } => {
@@ -219,6 +252,44 @@ impl ComputeThread {
             }
         }
         link
+    }
+
+    /// Level 1 of the batch just compressed (`bytes` of whole planes), by
+    /// the backend while the batch is on the device; `None` where it does
+    /// not (the CPU backend, a batch of an odd number of planes, a failure,
+    /// which poisons the stream).
+    fn level1_on_backend(&mut self, l: &mut PyramidLink, bytes: usize) -> Option<PyramidJob> {
+        let (r, pairs) = l.level1.as_ref()?;
+        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+            return None;
+        }
+        let planes = bytes / r.src_plane_bytes().max(1);
+        if *pairs && planes % 2 == 1 {
+            // From here on the pyramid's thread pairs planes itself.
+            l.level1 = None;
+            return None;
+        }
+        let out_planes = if *pairs { planes / 2 } else { planes };
+        let mut out = l.level1_free.try_recv().unwrap_or_default();
+        let mut reduced = false;
+        guarded(&self.shared, "compute", || {
+            let len = out_planes * r.out_plane_bytes();
+            out.try_reserve(len.saturating_sub(out.len()))
+                .map_err(|_| {
+                    Error::OutOfMemory(format!("{len} bytes for a batch of pyramid level 1"))
+                })?;
+            out.resize(len, 0);
+            reduced = self.backend.reduce_batch(r, planes, *pairs, &mut out)?;
+            Ok(())
+        });
+        if !reduced {
+            l.level1 = None;
+            return None;
+        }
+        Some(PyramidJob::Level1 {
+            planes: out,
+            below: planes as u64,
+        })
     }
 
     /// Collects what the backend still holds at the end of the stream.

@@ -7,13 +7,14 @@ use crate::layout::{Layout, MAX_RANK};
 
 /// The fatbins nvcc built from kernels/*.cu, when it was found at build time.
 #[cfg(tz_kernels)]
-const FATBINS: Option<[&[u8]; 3]> = Some([
+const FATBINS: Option<[&[u8]; 4]> = Some([
     include_bytes!(concat!(env!("OUT_DIR"), "/scatter.fatbin")),
     include_bytes!(concat!(env!("OUT_DIR"), "/aggregate.fatbin")),
     include_bytes!(concat!(env!("OUT_DIR"), "/blosc.fatbin")),
+    include_bytes!(concat!(env!("OUT_DIR"), "/downsample.fatbin")),
 ]);
 #[cfg(not(tz_kernels))]
-const FATBINS: Option<[&[u8]; 3]> = None;
+const FATBINS: Option<[&[u8]; 4]> = None;
 
 /// Whether this build carries the CUDA kernels.
 pub fn built_in() -> bool {
@@ -83,18 +84,21 @@ pub struct Kernels {
     pub shuffle_bytes: Kernel,
     pub bitshuffle: Kernel,
     pub blosc_frame: Kernel,
+    /// The pyramid's reductions (kernels/downsample.cu).
+    pub downsample: Kernel,
     // Modules last: kernels must not outlive them.
-    _modules: [Module; 3],
+    _modules: [Module; 4],
 }
 
 impl Kernels {
     pub fn load() -> Result<Kernels, Error> {
-        let [scatter_bin, aggregate_bin, blosc_bin] = FATBINS.ok_or_else(|| {
+        let [scatter_bin, aggregate_bin, blosc_bin, downsample_bin] = FATBINS.ok_or_else(|| {
             Error::BackendUnavailable("this library was built without its CUDA kernels (nvcc was not found at build time)".into())
         })?;
         let scatter_mod = Module::load(scatter_bin)?;
         let aggregate_mod = Module::load(aggregate_bin)?;
         let blosc_mod = Module::load(blosc_bin)?;
+        let downsample_mod = Module::load(downsample_bin)?;
         Ok(Kernels {
             scatter: scatter_mod.kernel("tz_scatter")?,
             permute_sizes: aggregate_mod.kernel("tz_permute_sizes")?,
@@ -103,7 +107,8 @@ impl Kernels {
             shuffle_bytes: blosc_mod.kernel("tz_shuffle_bytes")?,
             bitshuffle: blosc_mod.kernel("tz_bitshuffle")?,
             blosc_frame: blosc_mod.kernel("tz_blosc_frame")?,
-            _modules: [scatter_mod, aggregate_mod, blosc_mod],
+            downsample: downsample_mod.kernel("tz_downsample")?,
+            _modules: [scatter_mod, aggregate_mod, blosc_mod, downsample_mod],
         })
     }
 }

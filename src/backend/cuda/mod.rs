@@ -20,6 +20,7 @@ pub mod faults;
 mod host_copy;
 mod kernels;
 mod outputs;
+mod pyramid;
 mod sizes;
 
 pub use driver::PinnedBuffer;
@@ -48,7 +49,8 @@ pub fn plan(v: &Validated) -> Result<MemoryPlan> {
     let z = Sizes::new(&v, gpu_codec.as_deref())?;
     let (pinned_bytes, host_bytes) = host_bytes(&v, &z);
     Ok(MemoryPlan {
-        device_bytes: z.device_bytes(v.layout.tiles_per_epoch() as usize),
+        device_bytes: z.device_bytes(v.layout.tiles_per_epoch() as usize)
+            + pyramid::device_bytes(&v, z.epochs as u64) as u64,
         pinned_bytes,
         host_bytes,
     })
@@ -74,8 +76,8 @@ pub fn allocated() -> (u64, u64) {
 
 /// Refuses a configuration whose buffers do not fit in the device's free
 /// memory, before allocating any of them.
-fn check_fits(z: &Sizes, tiles_per_epoch: usize) -> Result<()> {
-    let need = z.device_bytes(tiles_per_epoch);
+fn check_fits(z: &Sizes, tiles_per_epoch: usize, pyramid: usize) -> Result<()> {
+    let need = z.device_bytes(tiles_per_epoch) + pyramid as u64;
     let (free, total) =
         cudarc::driver::result::mem_get_info().map_err(|e| gpu_err("reading free memory", e))?;
     if need > free as u64 {
@@ -157,6 +159,8 @@ pub struct CudaBackend {
     has_edges: bool,
     compressor: Option<Compressor>,
     d_input: DeviceBuffer,
+    /// Pyramid level 1 of a batch, when the stream has a pyramid.
+    level1: Option<pyramid::Level1>,
     d_chunks: DeviceBuffer,
     d_sizes: DeviceBuffer,
     d_perm: DeviceBuffer,
@@ -197,7 +201,7 @@ impl CudaBackend {
         let m = layout.tiles_per_epoch() as usize;
         let gpu_codec = codec::load(v.config.codec, layout.elem_size())?;
         let z = Sizes::new(v, gpu_codec.as_deref())?;
-        check_fits(&z, m)?;
+        check_fits(&z, m, pyramid::device_bytes(v, z.epochs as u64))?;
         let host = host_bytes(v, &z);
         crate::memory::check_available(host.0 + host.1, "this stream (GPU backend)")?;
         let (epochs, chunks) = (z.epochs, z.chunks);
@@ -260,6 +264,7 @@ impl CudaBackend {
             geometry,
             has_edges,
             d_input: DeviceBuffer::new(z.input, "staged input")?,
+            level1: pyramid::Level1::new(v, epochs as u64)?,
             d_chunks,
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
@@ -641,6 +646,30 @@ impl Backend for CudaBackend {
             self.collect(p, job.metrics, spare, done)?;
         }
         self.slots[slot].h2d_end.sync("H2D copy")
+    }
+
+    fn reduce_batch(
+        &mut self,
+        r: &crate::backend::cpu::downsample::PlaneReduction,
+        planes: usize,
+        pairs: bool,
+        out: &mut [u8],
+    ) -> Result<bool> {
+        let Some(level1) = &self.level1 else {
+            return Ok(false);
+        };
+        self.ctx.bind()?;
+        // The input stream: after the batch's copy in, before the next's.
+        level1.reduce(
+            &self.kernels,
+            &self.d_input,
+            &self.input,
+            r,
+            planes,
+            pairs,
+            out,
+        )?;
+        Ok(true)
     }
 
     fn drain(

@@ -1,0 +1,138 @@
+//! Pyramid level 1 on the device: the planes of the batch just copied in
+//! are reduced there (kernels/downsample.cu, the arithmetic of
+//! [`crate::backend::cpu::downsample`]) and only level 1's planes, an
+//! eighth of the bytes for a 3-D pyramid, come back to the host, where the
+//! levels above are made from them.
+
+use super::driver::{DeviceBuffer, Stream};
+use super::kernels::Kernels;
+use crate::backend::cpu::downsample::PlaneReduction;
+use crate::config::{DType, Method, Validated};
+use crate::error::{Error, Result};
+use std::ffi::c_void;
+
+/// Dimensions of a plane the kernel takes (`TZ_MAX_INNER`).
+const MAX_INNER: usize = 8;
+
+/// `struct tz_reduction` of kernels/downsample.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Reduction {
+    rank: u32,
+    dtype: u32,
+    method: u32,
+    window_planes: u32,
+    in_size: [u64; MAX_INNER],
+    out_size: [u64; MAX_INNER],
+    downsample: [u32; MAX_INNER],
+    in_plane_elems: u64,
+    out_plane_elems: u64,
+    out_planes: u64,
+}
+
+/// Level 1's planes of a batch, on the device.
+pub struct Level1 {
+    d_out: DeviceBuffer,
+}
+
+/// Device bytes level 1 of a batch of `epochs` epochs takes (0 without a
+/// pyramid).
+pub fn device_bytes(v: &Validated, epochs: u64) -> usize {
+    if v.image.levels.len() < 2 {
+        return 0;
+    }
+    let planes = epochs * v.layout.epoch_planes();
+    let out_planes = if v.image.axes[0].downsample {
+        planes.div_ceil(2)
+    } else {
+        planes
+    };
+    (out_planes * v.image.levels[1].plane_bytes()) as usize
+}
+
+impl Level1 {
+    pub fn new(v: &Validated, epochs: u64) -> Result<Option<Level1>> {
+        let bytes = device_bytes(v, epochs);
+        if bytes == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Level1 {
+            d_out: DeviceBuffer::new(bytes, "the pyramid's level 1")?,
+        }))
+    }
+
+    /// Reduces the first `planes` planes of `input` (on the device) by `r`
+    /// into `out` on the host, in `stream`'s order, and waits for it.
+    pub fn reduce(
+        &self,
+        kernels: &Kernels,
+        input: &DeviceBuffer,
+        stream: &Stream,
+        r: &PlaneReduction,
+        planes: usize,
+        pairs: bool,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let rank = r.inner.len();
+        if rank > MAX_INNER {
+            return Err(Error::Internal(format!(
+                "the pyramid kernel takes planes of at most {MAX_INNER} dimensions"
+            )));
+        }
+        let out_inner = r.out_inner();
+        let window_planes = if pairs { 2 } else { 1 };
+        let mut p = Reduction {
+            rank: rank as u32,
+            dtype: DType::ALL.iter().position(|&d| d == r.dtype).unwrap_or(0) as u32,
+            method: match r.method {
+                Method::Mean => 0,
+                Method::Min => 1,
+                Method::Max => 2,
+                Method::Median => 3,
+                Method::Decimate => 4,
+            },
+            window_planes,
+            in_size: [1; MAX_INNER],
+            out_size: [1; MAX_INNER],
+            downsample: [0; MAX_INNER],
+            in_plane_elems: r.inner.iter().product(),
+            out_plane_elems: out_inner.iter().product(),
+            out_planes: (planes / window_planes as usize) as u64,
+        };
+        for d in 0..rank {
+            p.in_size[d] = r.inner[d];
+            p.out_size[d] = out_inner[d];
+            p.downsample[d] = r.downsample[d] as u32;
+        }
+        let bytes = (p.out_planes * p.out_plane_elems) as usize * r.dtype.size();
+        if bytes > out.len() || bytes > self.d_out.bytes {
+            return Err(Error::Internal(format!(
+                "level 1 of a batch takes {bytes} bytes, {} and {} are there",
+                out.len(),
+                self.d_out.bytes
+            )));
+        }
+        let total = p.out_planes * p.out_plane_elems;
+        let grid = total.div_ceil(256).clamp(1, 1 << 20) as u32;
+        let (mut in_ptr, mut out_ptr) = (input.ptr, self.d_out.ptr);
+        // SAFETY: the parameters match tz_downsample(const void*, void*,
+        // tz_reduction); the input holds `planes` planes, the output is
+        // large enough (checked above).
+        unsafe {
+            kernels.downsample.launch(
+                grid,
+                256,
+                stream,
+                &mut [
+                    &mut in_ptr as *mut _ as *mut c_void,
+                    &mut out_ptr as *mut _ as *mut c_void,
+                    &mut p as *mut _ as *mut c_void,
+                ],
+                "pyramid level 1",
+            )?;
+        }
+        self.d_out
+            .download_async(&mut out[..bytes], stream, "pyramid level 1")?;
+        stream.sync("pyramid level 1")
+    }
+}
