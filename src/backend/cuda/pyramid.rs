@@ -63,6 +63,7 @@ impl Level1 {
 
     /// Reduces the first `planes` planes of `input` (on the device) by `r`
     /// into `out` on the host, in `stream`'s order, and waits for it.
+    #[allow(clippy::too_many_arguments)]
     pub fn reduce(
         &self,
         kernels: &Kernels,
@@ -99,10 +100,10 @@ impl Level1 {
             out_plane_elems: out_inner.iter().product(),
             out_planes: (planes / window_planes as usize) as u64,
         };
-        for d in 0..rank {
-            p.in_size[d] = r.inner[d];
-            p.out_size[d] = out_inner[d];
-            p.downsample[d] = r.downsample[d] as u32;
+        p.in_size[..rank].copy_from_slice(&r.inner);
+        p.out_size[..rank].copy_from_slice(&out_inner);
+        for (flag, &ds) in p.downsample.iter_mut().zip(&r.downsample) {
+            *flag = ds as u32;
         }
         let bytes = (p.out_planes * p.out_plane_elems) as usize * r.dtype.size();
         if bytes > out.len() || bytes > self.d_out.bytes {
