@@ -130,20 +130,33 @@ impl Pyramid {
 
     /// Takes level 1's planes reduced elsewhere from `below` planes of
     /// level 0 (no plane may be waiting for its pair: the backend reduced
-    /// whole pairs from the start), and reduces the levels above.
-    pub fn take_level1(&mut self, planes1: &[u8], below: u64, metrics: &Metrics) -> Result<()> {
+    /// whole pairs from the start), and reduces the levels above. Returns
+    /// a buffer for the next batch's level 1: when no plane of level 1 was
+    /// waiting, `planes1` itself becomes the lane's planes, without a copy.
+    pub fn take_level1(
+        &mut self,
+        mut planes1: Vec<u8>,
+        below: u64,
+        metrics: &Metrics,
+    ) -> Result<Vec<u8>> {
         let lane = &mut self.lanes[0];
         if lane.carried {
             return Err(crate::error::Error::Internal(
                 "level 1 came reduced while a plane of level 0 waited for its pair".into(),
             ));
         }
-        lane.fresh = lane.pending.len();
         lane.below_seen += below;
-        let at = lane.pending.len();
-        grow(&mut lane.pending, at + planes1.len())?;
-        lane.pending[at..].copy_from_slice(planes1);
-        self.advance_from(1, None, false, metrics)
+        lane.fresh = lane.pending.len();
+        if lane.pending.is_empty() {
+            std::mem::swap(&mut lane.pending, &mut planes1);
+        } else {
+            let at = lane.pending.len();
+            grow(&mut lane.pending, at + planes1.len())?;
+            lane.pending[at..].copy_from_slice(&planes1);
+        }
+        planes1.clear();
+        self.advance_from(1, None, false, metrics)?;
+        Ok(planes1)
     }
 
     fn advance(&mut self, planes0: &[u8], ending: bool, metrics: &Metrics) -> Result<()> {
@@ -359,7 +372,7 @@ mod tests {
                     r.reduce(w, &mut plane, &pool);
                     level1.extend(plane);
                 }
-                p.take_level1(&level1, planes as u64, &metrics).unwrap();
+                p.take_level1(level1, planes as u64, &metrics).unwrap();
             } else {
                 p.reduce(b, &metrics).unwrap();
             }

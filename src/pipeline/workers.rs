@@ -129,10 +129,16 @@ impl PyramidThread {
                     }
                 }
                 PyramidJob::Level1 { planes, below } => {
+                    let mut planes = Some(planes);
+                    let mut back = Vec::new();
                     if live {
-                        outlet(&mut |p, _| p.take_level1(&planes, below, &shared.metrics));
+                        outlet(&mut |p, _| {
+                            let taken = planes.take().unwrap_or_default();
+                            back = p.take_level1(taken, below, &shared.metrics)?;
+                            Ok(())
+                        });
                     }
-                    let _ = self.level1_free.send(planes);
+                    let _ = self.level1_free.send(planes.unwrap_or(back));
                     if live {
                         outlet(&mut |p, out| p.compress_whole(out));
                     }

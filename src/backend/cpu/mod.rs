@@ -19,13 +19,22 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Host memory a CPU stream needs: staging, the per-tile chunk buffers,
-/// the compressed epochs in flight (up to three: being aggregated, queued,
-/// being delivered) with their offsets, each worker's gather scratch, the
-/// tables of the shard-major order, and the shard assembler.
+/// Host memory a CPU stream needs: staging and what its backend holds
+/// for level 0's layout (see [`backend_bytes`]).
 pub fn plan(v: &Validated) -> MemoryPlan {
-    let layout = &v.layout;
-    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * layout.epoch_bytes();
+    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
+    MemoryPlan {
+        device_bytes: 0,
+        pinned_bytes: 0,
+        host_bytes: staging.saturating_add(backend_bytes(v, &v.layout)),
+    }
+}
+
+/// What the CPU backend holds for `layout`: the per-tile chunk buffers, the
+/// compressed epochs in flight (up to four: being aggregated, queued,
+/// being delivered, spare) with their offsets, each worker's gather
+/// scratch, the tables of the shard-major order, and the shard assembler.
+fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
     let tiles = layout.tiles_per_epoch();
     let positions = layout.shard_major_len();
@@ -34,38 +43,27 @@ pub fn plan(v: &Validated) -> MemoryPlan {
     let tables = positions * std::mem::size_of::<Option<u64>>() as u64
         + tiles * std::mem::size_of::<Vec<u8>>() as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
-    let host = [staging, 4 * epoch_out, scratch, tables, assembler]
+    [4 * epoch_out, scratch, tables, assembler]
         .iter()
-        .fold(0u64, |sum, &b| sum.saturating_add(b));
-    MemoryPlan {
-        device_bytes: 0,
-        pinned_bytes: 0,
-        host_bytes: host,
-    }
+        .fold(0u64, |sum, &b| sum.saturating_add(b))
 }
 
 /// Host memory of a pyramid's levels 1.. (they run on the CPU whatever
 /// level 0's backend): per level, the CPU backend's buffers and shard state
 /// for its layout, the planes waiting for a whole epoch (one epoch and a
-/// staging buffer's share) and the carried planes.
+/// staging buffer's share), the carried planes, and level 1's planes from
+/// the GPU (two batches' worth).
 pub fn pyramid_host_bytes(v: &Validated) -> u64 {
     let levels = &v.image.levels;
     let buffer0 = v.epochs_per_buffer * v.layout.epoch_bytes();
     let mut total = 0u64;
     for (k, layout) in levels.iter().enumerate().skip(1) {
-        let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
-        let tiles = layout.tiles_per_epoch();
-        let positions = layout.shard_major_len();
-        let epoch_out = tiles * chunk + (positions + 1) * 8;
-        let scratch = v.threads as u64 * task_tiles(layout) * layout.tile_bytes() as u64;
-        let tables = positions * std::mem::size_of::<Option<u64>>() as u64
-            + tiles * std::mem::size_of::<Vec<u8>>() as u64;
-        let assembler = ShardAssembler::memory_bytes(layout, chunk);
         // A level's planes are at most as large as level 0's.
         let share = buffer0 * layout.plane_bytes() / v.layout.plane_bytes().max(1);
         let pending = layout.epoch_bytes() + share;
         let carry = 2 * levels[k - 1].plane_bytes();
-        total = [epoch_out, scratch, tables, assembler, pending, carry]
+        let from_gpu = if k == 1 { 2 * share } else { 0 };
+        total = [backend_bytes(v, layout), pending, carry, from_gpu]
             .iter()
             .fold(total, |sum, &b| sum.saturating_add(b));
     }
