@@ -87,16 +87,23 @@ trait Sample: Copy + Send + Sync + 'static {
     fn mean_of(sum: Self::Sum, n: usize) -> Self;
 }
 
+/// `SIZE`, `read` and `write` of a type with `from_le_bytes`/`to_le_bytes`.
+macro_rules! le_bytes {
+    ($t:ty) => {
+        const SIZE: usize = std::mem::size_of::<$t>();
+        fn read(b: &[u8]) -> Self {
+            <$t>::from_le_bytes(b[..Self::SIZE].try_into().expect("element width"))
+        }
+        fn write(self, b: &mut [u8]) {
+            b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
+        }
+    };
+}
+
 macro_rules! integer_sample {
     ($($t:ty),*) => {$(
         impl Sample for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn read(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b[..Self::SIZE].try_into().expect("element width"))
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
+            le_bytes!($t);
             type Sum = i128;
             fn order(a: &Self, b: &Self) -> Ordering {
                 a.cmp(b)
@@ -127,13 +134,7 @@ fn round_half_even(sum: i128, n: i128) -> i128 {
 macro_rules! float_sample {
     ($($t:ty => $from:expr, $to:expr);*) => {$(
         impl Sample for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn read(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b[..Self::SIZE].try_into().expect("element width"))
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
+            le_bytes!($t);
             fn order(a: &Self, b: &Self) -> Ordering {
                 let to: fn($t) -> f64 = $to;
                 // totalOrder of the type equals that of its exact f64 value
@@ -197,8 +198,8 @@ fn reduce_plane<T: Sample>(r: &PlaneReduction, src: &[u8], out: &mut [u8]) {
         ),
     };
     out.par_chunks_mut(row * T::SIZE).enumerate().for_each_init(
-        || (vec![0u64; rank], Vec::new(), Vec::<T>::new()),
-        |(coord, rows, window), (row_index, out_row)| {
+        || (vec![0u64; rank], Vec::new(), Vec::<T>::new(), Vec::new()),
+        |(coord, rows, window, sums), (row_index, out_row)| {
             if rank > 0 {
                 crate::layout::unravel(
                     row_index as u64,
@@ -237,7 +238,9 @@ fn reduce_plane<T: Sample>(r: &PlaneReduction, src: &[u8], out: &mut [u8]) {
                 // Row by row into per-element accumulators: the same
                 // window order, without gathering each window.
                 Method::Mean => {
-                    let mut sums = vec![T::Sum::default(); row];
+                    // Reused from row to row of this worker.
+                    sums.clear();
+                    sums.resize(row, T::Sum::default());
                     for &start in rows.iter() {
                         for (x, sum) in sums.iter_mut().enumerate() {
                             for e in last(x) {
