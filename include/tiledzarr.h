@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 4
+#define TZ_VERSION_MINOR 5
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -615,6 +615,41 @@ typedef struct tz_recovery {
   uint64_t shards_beyond;
 } tz_recovery;
 
+/**
+ * How a stream runs, beyond what `tz_config` says: the latency bound and
+ * a cap on the GPU's device memory (tz_create_with,
+ * tz_estimate_memory_with). Start from `tz_options_init`; a field left 0
+ * takes its default. JSON: `max_latency_ms`, `device_bytes`. Since 0.5.
+ *
+ * Versioned by its size as `tz_image` is: `struct_size` is
+ * `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
+ * struct (24 bytes) or larger than this library's is refused with
+ * TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
+ */
+typedef struct tz_options {
+  /**
+   * `sizeof(tz_options)` as the caller compiled it; set by
+   * tz_options_init.
+   */
+  size_t struct_size;
+  /**
+   * The latency bound in milliseconds (1 to 86400000; 0 = 1000): a
+   * staging buffer goes to the compressor when it is full or when its
+   * oldest whole epoch has waited this long, whichever comes first. A
+   * complete shard row reaches the sink at most this long plus its
+   * processing time after its last byte was written (a reservation
+   * held across the deadline defers it to the commit).
+   */
+  uint64_t max_latency_ms;
+  /**
+   * A cap on the GPU backend's device memory in bytes (0: the backend's
+   * own plan): its batches are made small enough to fit, and a
+   * configuration whose smallest batch does not fit is refused with the
+   * numbers (TZ_ERR_OUT_OF_MEMORY). The CPU backend ignores it.
+   */
+  uint64_t device_bytes;
+} tz_options;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -704,7 +739,9 @@ int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64
  * Blocks until every byte written is emitted in complete shards (the last
  * partial epoch padded with the fill value) and the store's metadata is
  * final. Terminal: later tz_write calls return `-TZ_ERR_FINISHED`; a second
- * tz_flush returns the first one's status again.
+ * tz_flush returns the first one's status again. A reservation still
+ * outstanding (tz_reserve without tz_commit) is given up first: its bytes
+ * are not part of the stream.
  */
 int32_t tz_flush(struct tz_stream *s);
 
@@ -779,6 +816,80 @@ int32_t tz_recover(const char *store_path, struct tz_recovery *out);
  * The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).
  */
 const char *tz_version(void);
+
+/**
+ * Fills `options` with the defaults (every field 0: the latency bound of
+ * 1000 ms, no device memory cap) and `struct_size` with
+ * `sizeof(tz_options)` of this version (24 bytes), never writing more.
+ * Since 0.5.
+ */
+int32_t tz_options_init(struct tz_options *options);
+
+/**
+ * tz_create_image with `options` (NULL: the defaults); `image` may be
+ * NULL too (a plain array). A bad `options.struct_size` is
+ * TZ_ERR_INVALID_ARGUMENT; a bad field TZ_ERR_CONFIG naming it
+ * (`max_latency_ms`, `device_bytes`). Since 0.5.
+ */
+int32_t tz_create_with(const struct tz_config *config,
+                       const struct tz_image *image,
+                       const struct tz_options *options,
+                       struct tz_stream **out);
+
+/**
+ * tz_estimate_memory_image with `options` (NULL: the defaults): under a
+ * `device_bytes` cap, the memory of the batches that fit it. Since 0.5.
+ */
+int32_t tz_estimate_memory_with(const struct tz_config *config,
+                                const struct tz_image *image,
+                                const struct tz_options *options,
+                                struct tz_memory_plan *out);
+
+/**
+ * Frees the page-locked memory the process keeps for its next GPU stream:
+ * when a GPU stream is destroyed its staging and output buffers are kept
+ * for 30 s, so that a stream created meanwhile with buffers of the same
+ * sizes starts without allocating them (about a second per GiB). Call it
+ * when no stream follows soon and the memory is needed elsewhere. Returns
+ * the bytes freed. Since 0.5.
+ */
+uint64_t tz_release_cached_memory(void);
+
+/**
+ * Hands the caller free staging memory to write the next bytes of the
+ * stream into itself (a camera SDK's or frame grabber's DMA target, a
+ * decoder's output), saving tz_write's copy: `*ptr` and `*nbytes` get
+ * its address and length. Never waits: when no staging memory is free,
+ * `*ptr` is NULL, `*nbytes` 0 and no reservation is held (call again, as
+ * after a tz_write that returns 0).
+ *
+ * A reservation spans the rest of one staging buffer, at most what a
+ * bounded array still takes. Staging buffers start on a page boundary and
+ * hold whole epochs (tile[0] planes of dimension 0), so after writes and
+ * commits of whole frames a reservation starts and ends on frame
+ * boundaries; otherwise it starts where the last byte ended and a frame
+ * may straddle two reservations. On the GPU backend the memory is
+ * page-locked (the device's DMA reads it directly).
+ *
+ * One reservation at a time: tz_reserve again, tz_write or tz_write_all
+ * before tz_commit are refused (TZ_ERR_INVALID_ARGUMENT); the reservation
+ * holds back the latency bound's hand-off of its buffer until the commit.
+ * tz_flush gives up a reservation still outstanding (its bytes do not
+ * count) and tz_destroy frees it. Returns TZ_OK, TZ_ERR_NULL_ARGUMENT,
+ * TZ_ERR_OVERFLOW past the end of a bounded array, TZ_ERR_FINISHED after
+ * tz_flush, or a poisoned stream's status. Since 0.5.
+ */
+int32_t tz_reserve(struct tz_stream *s, void **ptr, size_t *nbytes);
+
+/**
+ * Passes on the first `nbytes` bytes written into the reservation of the
+ * last tz_reserve, and ends it (0 gives it up). Returns TZ_OK;
+ * TZ_ERR_INVALID_ARGUMENT for more bytes than the reservation holds (the
+ * reservation stays, nothing in it is lost: commit again) or without a
+ * reservation; TZ_ERR_FINISHED after tz_flush; a poisoned stream's
+ * status. Since 0.5.
+ */
+int32_t tz_commit(struct tz_stream *s, size_t nbytes);
 
 #ifdef __cplusplus
 }  // extern "C"

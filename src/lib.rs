@@ -26,4 +26,12 @@ pub mod synth;
 pub use config::{Config, DType};
 pub use error::{Error, Result};
 pub use pipeline::{Stream, Summary};
+
+/// Frees the page-locked memory the process keeps for its next GPU stream
+/// (a stream's staging and output buffers, kept when it ends so that the
+/// next one starts without allocating them; freed anyway after 30 s
+/// unused). Returns the bytes freed.
+pub fn release_cached_memory() -> u64 {
+    backend::cuda::release_cached_memory()
+}
 pub mod ffi;

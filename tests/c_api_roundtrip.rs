@@ -35,6 +35,8 @@ struct Case {
     codec: TileCodec,
     /// Largest single write.
     max_write: usize,
+    /// Mix tz_write with tz_reserve/tz_commit.
+    reserve: bool,
 }
 
 impl Case {
@@ -146,6 +148,7 @@ fn random_case(rng: &mut Rng, dtype: DType, max_bytes: usize) -> Case {
                 TileCodec::None
             },
             max_write: 4 << 20,
+            reserve: false,
         };
     }
 }
@@ -196,8 +199,16 @@ fn stream(case: &Case, data: &[u8], rng: &mut Rng) -> Collected {
     let s = create_json(&case.json(), Some(&sink)).unwrap_or_else(|e| panic!("{case:?}: {e:?}"));
     // Log-uniform write sizes: mostly small, some up to `max_write`.
     let max_bits = (case.max_write as f64).log2();
-    let mut sizes = || 2f64.powf((rng.next() % 10_000) as f64 / 10_000.0 * max_bits) as usize;
-    write_in_pieces(s, data, &mut sizes).unwrap_or_else(|e| panic!("{case:?}: write {e}"));
+    let log_uniform =
+        |rng: &mut Rng| 2f64.powf((rng.next() % 10_000) as f64 / 10_000.0 * max_bits) as usize;
+    if case.reserve {
+        let through = write_mixed(s, data, rng, &mut |r| log_uniform(r))
+            .unwrap_or_else(|e| panic!("{case:?}: write {e}: {}", stream_error(s)));
+        assert!(through > 0, "{case:?}: no reservation was committed");
+    } else {
+        let mut sizes = || log_uniform(rng);
+        write_in_pieces(s, data, &mut sizes).unwrap_or_else(|e| panic!("{case:?}: write {e}"));
+    }
     assert_eq!(tz_flush(s), 0, "{case:?}: {}", stream_error(s));
     let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
     assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), 0);
@@ -251,6 +262,24 @@ fn every_dtype_round_trips_over_random_shapes() {
     }
 }
 
+/// Zero-copy ingest: reservations of whatever the staging buffer has left,
+/// committed in full, in part or not at all, between writes of random size;
+/// every dtype, bounded and unbounded arrays, both codecs.
+#[test]
+fn reserve_and_commit_mixed_with_writes_round_trip() {
+    let mut rng = Rng(0x2e5e);
+    for round in 0..2 {
+        for dtype in DType::ALL {
+            let mut case = random_case(&mut rng, dtype, 1 << 20);
+            case.reserve = true;
+            // Many turns per stream, most of them reservations.
+            case.max_write = (case.bytes / 8).clamp(1, 64 << 10);
+            check(&case, &mut rng);
+            let _ = round;
+        }
+    }
+}
+
 #[test]
 fn large_arrays_with_multi_mib_writes() {
     let mut rng = Rng(0xb16);
@@ -269,6 +298,7 @@ fn unbounded_stream_ending_mid_element_is_padded() {
         index_at_start: false,
         codec: TileCodec::Zstd,
         max_write: 64,
+        reserve: false,
     };
     check(&case, &mut Rng(9));
 }

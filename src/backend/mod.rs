@@ -33,18 +33,17 @@ pub struct BatchJob<'a> {
 }
 
 pub trait Backend: Send {
-    /// Memory for one staging buffer (page-locked for the GPU).
+    /// Memory for one staging buffer (page-locked for the GPU), starting
+    /// on a page boundary (a reservation hands it to DMA engines).
     fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(bytes).map_err(|_| {
-            Error::OutOfMemory(format!(
-                "a staging buffer of {bytes} bytes could not be allocated; lower staging_bytes"
-            ))
-        })?;
-        // Writing the zeros now faults every page in at creation, so that
-        // the acquisition's writes never wait on the kernel.
-        buf.resize(bytes, 0);
-        Ok(StagingBuffer::Host(buf))
+        host_staging(bytes)
+    }
+
+    /// Allocates staging buffers as `alloc_staging` does, on another
+    /// thread (a stream's buffers after the first are allocated in the
+    /// background while its first writes land).
+    fn staging_allocator(&self) -> Result<StagingAllocator> {
+        Ok(Box::new(host_staging))
     }
 
     /// Scatters, compresses and aggregates one epoch into `out`
@@ -95,6 +94,18 @@ pub trait Backend: Send {
         Ok(false)
     }
 
+    /// Hands on a batch `compress_batch` still holds if its results are
+    /// back, without waiting for them: called while no new batch comes, so
+    /// that a slow stream's last batch is not held until the next arrives.
+    fn collect_ready(
+        &mut self,
+        _metrics: &Metrics,
+        _spare: &mut dyn FnMut() -> CompressedEpoch,
+        _done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// Hands on whatever `compress_batch` still holds (a backend that
     /// overlaps batches returns each one's epochs on the next call); called
     /// once at the end of the stream.
@@ -108,10 +119,41 @@ pub trait Backend: Send {
     }
 }
 
+/// Allocates one staging buffer of the given size, on any thread.
+pub type StagingAllocator = Box<dyn FnMut(usize) -> Result<StagingBuffer> + Send>;
+
+/// A staging buffer in ordinary memory, starting on a page boundary.
+fn host_staging(bytes: usize) -> Result<StagingBuffer> {
+    let mut buf = Vec::new();
+    let total = bytes.saturating_add(PAGE - 1);
+    buf.try_reserve_exact(total).map_err(|_| {
+        Error::OutOfMemory(format!(
+            "a staging buffer of {bytes} bytes could not be allocated; lower staging_bytes"
+        ))
+    })?;
+    // Writing the zeros now faults every page in at creation, so that
+    // the acquisition's writes never wait on the kernel.
+    buf.resize(total, 0);
+    let start = buf.as_ptr().align_offset(PAGE).min(PAGE - 1);
+    Ok(StagingBuffer::Host {
+        buf,
+        start,
+        len: bytes,
+    })
+}
+
+/// The page size staging buffers align to.
+const PAGE: usize = 4096;
+
 /// Host memory the write path copies into: plain for the CPU backend,
 /// page-locked for the GPU's DMA.
 pub enum StagingBuffer {
-    Host(Vec<u8>),
+    /// `len` bytes from `start`, the first page boundary in `buf`.
+    Host {
+        buf: Vec<u8>,
+        start: usize,
+        len: usize,
+    },
     Pinned(cuda::PinnedBuffer),
 }
 
@@ -121,7 +163,7 @@ impl StagingBuffer {
     /// caches.
     pub fn copier(&self) -> fn(&mut [u8], &[u8]) {
         match self {
-            StagingBuffer::Host(_) => <[u8]>::copy_from_slice,
+            StagingBuffer::Host { .. } => <[u8]>::copy_from_slice,
             StagingBuffer::Pinned(_) => cuda::copy_streaming,
         }
     }
@@ -131,7 +173,7 @@ impl std::ops::Deref for StagingBuffer {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            StagingBuffer::Host(v) => v,
+            StagingBuffer::Host { buf, start, len } => &buf[*start..*start + *len],
             StagingBuffer::Pinned(p) => p.as_slice(),
         }
     }
@@ -140,7 +182,7 @@ impl std::ops::Deref for StagingBuffer {
 impl std::ops::DerefMut for StagingBuffer {
     fn deref_mut(&mut self) -> &mut [u8] {
         match self {
-            StagingBuffer::Host(v) => v,
+            StagingBuffer::Host { buf, start, len } => &mut buf[*start..*start + *len],
             StagingBuffer::Pinned(p) => p.as_mut_slice(),
         }
     }
@@ -172,7 +214,7 @@ pub struct Selection {
 /// brings its own staging plan, which replaces `v`'s.
 pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
     let gpu = |v: &mut Validated| -> Result<cuda::CudaBackend> {
-        let planned = v.with_gpu_staging()?;
+        let planned = cuda::gpu_plan(v)?;
         let b = cuda::CudaBackend::new(&planned)?;
         *v = planned;
         Ok(b)

@@ -33,6 +33,15 @@ pub struct Config {
     /// GPU ordinal for the GPU backend.
     #[serde(default)]
     pub device: u32,
+    /// A cap on the GPU backend's device memory: its batches are made
+    /// small enough to fit. Default: the backend's own plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<u64>,
+    /// The latency bound: a staging buffer goes to the compressor when it is
+    /// full or when its oldest whole epoch has waited this long. Default
+    /// 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_latency_ms: Option<u64>,
     /// The dimension names, slowest first, in which the array is stored;
     /// default: the order of `dimensions` (the order of the bytes).
     /// Dimension 0 and the last dimension stay in place.

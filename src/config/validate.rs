@@ -50,6 +50,8 @@ pub struct Validated {
     /// Axes, storage order, pyramid levels and attributes. `layout` is
     /// level 0's layout (in storage order): `image.levels[0]`.
     pub image: Image,
+    /// How long a whole epoch may wait in staging for its buffer to fill.
+    pub max_latency: std::time::Duration,
 }
 
 impl Config {
@@ -89,6 +91,13 @@ impl Config {
         let image = image::validate(self, layout, &names)?;
         let layout = image.levels[0].clone();
         let names = image.stored_axes().map(|a| a.name.clone()).collect();
+        let max_latency = check_max_latency(self.max_latency_ms)?;
+        if self.device_bytes == Some(0) {
+            return Err(ConfigError::new(
+                "device_bytes",
+                "must be a number of bytes, or left out for the backend's own plan",
+            ));
+        }
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n as usize,
@@ -101,8 +110,25 @@ impl Config {
             epochs_per_buffer,
             threads,
             image,
+            max_latency,
         })
     }
+}
+
+/// The latency bound's default, in milliseconds.
+pub const DEFAULT_MAX_LATENCY_MS: u64 = 1000;
+/// The longest latency bound accepted: one day.
+pub const MAX_LATENCY_MS: u64 = 86_400_000;
+
+fn check_max_latency(ms: Option<u64>) -> Result<std::time::Duration, ConfigError> {
+    let ms = ms.unwrap_or(DEFAULT_MAX_LATENCY_MS);
+    if !(1..=MAX_LATENCY_MS).contains(&ms) {
+        return Err(ConfigError::new(
+            "max_latency_ms",
+            format!("must be 1 to {MAX_LATENCY_MS} (one day), got {ms}"),
+        ));
+    }
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// A store is a folder or an object store URL, not both.

@@ -1,7 +1,7 @@
 //! `tz_config` and `tz_image` (C) to [`Config`] (Rust). Every pointer is
 //! checked here.
 
-use super::types::{tz_axis, tz_config, tz_dimension, tz_downsample_method, tz_image};
+use super::types::{tz_axis, tz_config, tz_dimension, tz_downsample_method, tz_image, tz_options};
 use crate::config::{
     AxisKind, BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Method,
     Multiscale, Ome, OmeName, Shuffle, Store,
@@ -58,37 +58,99 @@ pub fn image_defaults() -> tz_image {
 /// `p` is NULL or points to at least `(*p).struct_size` readable bytes
 /// that start with a `size_t`.
 pub unsafe fn image_from_c(p: *const tz_image) -> Result<Option<tz_image>> {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        read_sized(
+            p,
+            TZ_IMAGE_0_4_SIZE,
+            image_defaults(),
+            "image",
+            "tz_image",
+            "0.4",
+        )
+    }
+}
+
+/// The struct_size of 0.5's `tz_options`, the first one.
+const TZ_OPTIONS_0_5_SIZE: usize =
+    std::mem::offset_of!(tz_options, device_bytes) + std::mem::size_of::<u64>();
+
+/// A `tz_options` with every field at its default, `struct_size` this
+/// library's.
+pub fn options_defaults() -> tz_options {
+    tz_options {
+        struct_size: std::mem::size_of::<tz_options>(),
+        max_latency_ms: 0,
+        device_bytes: 0,
+    }
+}
+
+/// The caller's `tz_options`, read up to its `struct_size`. NULL: none.
+///
+/// # Safety
+/// As [`image_from_c`].
+pub unsafe fn options_from_c(p: *const tz_options) -> Result<Option<tz_options>> {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        read_sized(
+            p,
+            TZ_OPTIONS_0_5_SIZE,
+            options_defaults(),
+            "options",
+            "tz_options",
+            "0.5",
+        )
+    }
+}
+
+/// Applies the options to a configuration (0: the default).
+pub fn apply_options(config: &mut Config, o: &tz_options) {
+    config.max_latency_ms = (o.max_latency_ms != 0).then_some(o.max_latency_ms);
+    config.device_bytes = (o.device_bytes != 0).then_some(o.device_bytes);
+}
+
+/// A struct versioned by its leading `size_t struct_size`, read up to that
+/// size over `defaults` (fields past it keep their defaults). `T`'s first
+/// field is that size; `first` is the size of the first version.
+///
+/// # Safety
+/// `p` is NULL or points to at least `(*p).struct_size` readable bytes
+/// that start with a `size_t`.
+unsafe fn read_sized<T>(
+    p: *const T,
+    first: usize,
+    defaults: T,
+    field: &str,
+    name: &str,
+    since: &str,
+) -> Result<Option<T>> {
     if p.is_null() {
         return Ok(None);
     }
-    // SAFETY: every version of tz_image starts with its size_t struct_size.
+    // SAFETY: every version of the struct starts with its size_t struct_size.
     let size = unsafe { p.cast::<usize>().read() };
-    let ours = std::mem::size_of::<tz_image>();
-    if size < TZ_IMAGE_0_4_SIZE {
+    let ours = std::mem::size_of::<T>();
+    if size < first {
         return Err(Error::InvalidArgument(format!(
-            "image.struct_size is {size}, smaller than any tz_image ({TZ_IMAGE_0_4_SIZE} bytes \
-             in 0.4): set it with tz_image_init"
+            "{field}.struct_size is {size}, smaller than any {name} ({first} bytes \
+             in {since}): set it with {name}_init"
         )));
     }
     if size > ours {
         return Err(Error::InvalidArgument(format!(
-            "image.struct_size is {size}, larger than this library's tz_image ({ours} bytes, \
+            "{field}.struct_size is {size}, larger than this library's {name} ({ours} bytes, \
              version {}): the program was built against a newer tiledzarr.h, whose fields \
              this library cannot honour",
             env!("CARGO_PKG_VERSION")
         )));
     }
-    let mut image = image_defaults();
+    let mut out = defaults;
     // SAFETY: the caller's struct holds `size` readable bytes, and `size`
-    // is at most our struct's; both are tz_image prefixes of one layout.
+    // is at most our struct's; both are prefixes of one layout.
     unsafe {
-        std::ptr::copy_nonoverlapping(
-            p.cast::<u8>(),
-            (&mut image as *mut tz_image).cast::<u8>(),
-            size,
-        )
+        std::ptr::copy_nonoverlapping(p.cast::<u8>(), (&mut out as *mut T).cast::<u8>(), size)
     };
-    Ok(Some(image))
+    Ok(Some(out))
 }
 
 /// # Safety
@@ -244,6 +306,8 @@ pub unsafe fn config_from_c(c: &tz_config, image: Option<&tz_image>) -> Result<C
         threads: c.threads,
         staging_bytes: (c.staging_bytes != 0).then_some(c.staging_bytes),
         device: c.device,
+        device_bytes: None,
+        max_latency_ms: None,
         storage_order,
         multiscale,
         ome,

@@ -11,14 +11,18 @@
 mod callback_sink;
 mod convert;
 mod guard;
+mod options;
+mod reserve;
 mod status;
 mod types;
 
+pub use options::*;
+pub use reserve::*;
 pub use status::tz_status;
 pub use types::*;
 
 use crate::error::Error;
-use crate::pipeline::{Stage, Stream, StreamStats};
+use crate::pipeline::{Lease, Stage, Stream, StreamStats};
 use crate::sink::ShardSink;
 use crate::Config;
 use callback_sink::CallbackSink;
@@ -31,10 +35,17 @@ use std::time::Duration;
 pub struct tz_stream {
     /// Tells this stream's own sink callbacks apart (see `guard::in_sink`).
     id: u64,
-    stream: Mutex<Stream>,
+    stream: Mutex<Open>,
     /// Counters readable without waiting for the stream's lock.
     stats: StreamStats,
     errors: ErrorSlot,
+}
+
+/// A stream and the staging memory handed out by tz_reserve.
+struct Open {
+    /// First, so that it is freed before the stream and its backend.
+    lease: Option<Lease>,
+    stream: Stream,
 }
 
 fn status_of(e: &Error) -> i32 {
@@ -54,7 +65,10 @@ fn create(
     let handle = Box::new(tz_stream {
         id,
         stats: stream.stats(),
-        stream: Mutex::new(stream),
+        stream: Mutex::new(Open {
+            lease: None,
+            stream,
+        }),
         errors: ErrorSlot::default(),
     });
     // SAFETY: `out` was checked non-NULL by the caller of this function.
@@ -265,6 +279,16 @@ fn with_stream<T>(
     on_err: impl Fn(&Error) -> T,
     f: impl FnOnce(&mut Stream) -> Result<T, Error>,
 ) -> T {
+    with_open(what, s, on_err, |open| f(&mut open.stream))
+}
+
+/// Runs `f` on the stream behind `s` and its reservation, at the C boundary.
+fn with_open<T>(
+    what: &str,
+    s: *const tz_stream,
+    on_err: impl Fn(&Error) -> T,
+    f: impl FnOnce(&mut Open) -> Result<T, Error>,
+) -> T {
     // SAFETY: NULL is checked; otherwise `s` came from tz_create* and has not
     // been destroyed (the C contract).
     let Some(h) = (unsafe { s.as_ref() }) else {
@@ -354,11 +378,16 @@ fn write_impl(
 /// Blocks until every byte written is emitted in complete shards (the last
 /// partial epoch padded with the fill value) and the store's metadata is
 /// final. Terminal: later tz_write calls return `-TZ_ERR_FINISHED`; a second
-/// tz_flush returns the first one's status again.
+/// tz_flush returns the first one's status again. A reservation still
+/// outstanding (tz_reserve without tz_commit) is given up first: its bytes
+/// are not part of the stream.
 #[no_mangle]
 pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
-    with_stream("tz_flush", s, status_of, |stream| {
-        stream.finish()?;
+    with_open("tz_flush", s, status_of, |open| {
+        if let Some(lease) = open.lease.take() {
+            open.stream.cancel(lease);
+        }
+        open.stream.finish()?;
         Ok(tz_status::TZ_OK as i32)
     })
 }

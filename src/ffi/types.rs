@@ -279,6 +279,35 @@ pub struct tz_recovery {
     pub shards_beyond: u64,
 }
 
+/// How a stream runs, beyond what `tz_config` says: the latency bound and
+/// a cap on the GPU's device memory (tz_create_with,
+/// tz_estimate_memory_with). Start from `tz_options_init`; a field left 0
+/// takes its default. JSON: `max_latency_ms`, `device_bytes`. Since 0.5.
+///
+/// Versioned by its size as `tz_image` is: `struct_size` is
+/// `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
+/// struct (24 bytes) or larger than this library's is refused with
+/// TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_options {
+    /// `sizeof(tz_options)` as the caller compiled it; set by
+    /// tz_options_init.
+    pub struct_size: usize,
+    /// The latency bound in milliseconds (1 to 86400000; 0 = 1000): a
+    /// staging buffer goes to the compressor when it is full or when its
+    /// oldest whole epoch has waited this long, whichever comes first. A
+    /// complete shard row reaches the sink at most this long plus its
+    /// processing time after its last byte was written (a reservation
+    /// held across the deadline defers it to the commit).
+    pub max_latency_ms: u64,
+    /// A cap on the GPU backend's device memory in bytes (0: the backend's
+    /// own plan): its batches are made small enough to fit, and a
+    /// configuration whose smallest batch does not fit is refused with the
+    /// numbers (TZ_ERR_OUT_OF_MEMORY). The CPU backend ignores it.
+    pub device_bytes: u64,
+}
+
 /// Counters of a stream, at the moment of the call.
 #[repr(C)]
 #[allow(non_camel_case_types)]

@@ -7,21 +7,26 @@
 //! thread, which hands it back once the backend has read it. When no buffer
 //! is free, `write` returns 0 (busy) at once.
 
+mod intake;
+mod latency;
 mod pyramid;
 mod shared;
 mod workers;
 
 pub use crate::metrics::{Metrics, Snapshot, Stage};
 
-use crate::backend::{self, Backend, BackendKind, StagingBuffer};
+use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer};
 use crate::config::{Config, Validated};
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
 use crate::sink::{FsStore, S3Store, ShardSink, SharedAttributes, StreamHooks, Tee};
+pub use intake::Lease;
+use intake::{Intake, IntakeParts};
+use parking_lot::Mutex;
 use pyramid::Pyramid;
 use shared::Shared;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -36,18 +41,11 @@ use workers::{ComputeThread, DeliveryThread, Job};
 pub struct Stream {
     config: Validated,
     shared: Arc<Shared>,
-    /// The buffer being filled, and how many bytes it holds.
-    staging: Option<StagingBuffer>,
-    filled: usize,
-    /// The first epoch of the staging buffer in hand.
-    epoch: u64,
-    bytes_in: u64,
-    buffer_bytes: usize,
-    free_staging: Receiver<StagingBuffer>,
-    jobs: Option<SyncSender<Job>>,
+    /// The write side, shared with the latency timer.
+    intake: Arc<Mutex<Intake>>,
     threads: Vec<JoinHandle<()>>,
+    timer: Option<JoinHandle<()>>,
     finished: Option<Result<Summary>>,
-    started: Option<Instant>,
     /// Threads that share large copies into staging memory.
     copy_pool: rayon::ThreadPool,
     /// The backend, handed back by the compute thread when the stream is
@@ -120,42 +118,7 @@ impl Stream {
     /// waiting. Returns the bytes taken: 0 (for non-empty `data`) when busy.
     pub fn try_write(&mut self, data: &[u8]) -> Result<usize> {
         self.check_open()?;
-        let capacity = self.config.layout.array_bytes();
-        let mut take = data.len();
-        if let Some(cap) = capacity {
-            let left = cap - self.bytes_in;
-            if left == 0 && take > 0 {
-                return Err(Error::Overflow { capacity: cap });
-            }
-            take = take.min(left as usize);
-        }
-        self.started.get_or_insert_with(Instant::now);
-        let t = Instant::now();
-        let mut done = 0;
-        while done < take {
-            if self.staging.is_none() && !self.take_free_buffer()? {
-                break;
-            }
-            let buf = self.staging.as_mut().expect("a buffer is in hand");
-            let n = (take - done).min(self.buffer_bytes - self.filled);
-            let copier = buf.copier();
-            crate::memory::parallel_copy(
-                &self.copy_pool,
-                &mut buf[self.filled..self.filled + n],
-                &data[done..done + n],
-                copier,
-            );
-            self.filled += n;
-            done += n;
-            self.bytes_in += n as u64;
-            // A full buffer, or the (possibly shorter) end of the array.
-            if self.filled == self.buffer_bytes || Some(self.bytes_in) == capacity {
-                self.submit()?;
-            }
-        }
-        self.shared.metrics.add_time(Stage::Copy, t.elapsed());
-        self.shared.metrics.add_in(done as u64);
-        Ok(done)
+        self.intake.lock().try_write(data, &self.copy_pool)
     }
 
     /// Writes all of `data`, waiting for staging memory as needed, at most
@@ -169,21 +132,82 @@ impl Stream {
             done += self.try_write(&data[done..])?;
             // At the end of a bounded array, what was taken is reported now
             // and the overflow on the next call, as `try_write` does.
-            if done == data.len() || (done > 0 && Some(self.bytes_in) == capacity) {
+            let at_end = Some(self.intake.lock().bytes_in) == capacity;
+            if done == data.len() || (done > 0 && at_end) {
                 return Ok(done);
             }
-            // Busy: wait for the compute thread to hand a buffer back.
+            // Busy: wait for the compute thread to hand a buffer back, in
+            // short turns that leave the write side to the latency timer.
+            let turn = Duration::from_millis(50);
             let wait = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => Duration::from_secs(3600),
+                Some(d) => d.saturating_duration_since(Instant::now()).min(turn),
+                None => turn,
             };
-            match self.free_staging.recv_timeout(wait) {
-                Ok(buf) => self.start_buffer(buf),
-                Err(RecvTimeoutError::Timeout) if deadline.is_some() => return Ok(done),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Err(self.pipeline_gone()),
+            let got = self.intake.lock().wait_for_buffer(wait)?;
+            if !got && deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(done);
             }
         }
+    }
+
+    /// Hands the caller the free part of a staging buffer to write into
+    /// itself (a camera SDK's or frame grabber's DMA, a decoder's output),
+    /// saving the copy of [`Stream::try_write`]. Non-blocking: the
+    /// reservation is empty when no staging memory is free.
+    ///
+    /// It spans the rest of one staging buffer (buffers hold whole epochs,
+    /// so after writes of whole frames it starts and ends on frame
+    /// boundaries), at most what a bounded array still takes; staging
+    /// buffers start on a page boundary. One reservation at a time: the
+    /// stream is borrowed until [`Reservation::commit`], and a reservation
+    /// dropped without it counts no bytes.
+    pub fn reserve(&mut self) -> Result<Reservation<'_>> {
+        let lease = self.lease()?;
+        Ok(Reservation {
+            stream: self,
+            lease,
+        })
+    }
+
+    /// The lease behind [`Stream::reserve`], for callers that hold it
+    /// apart from the stream (the C ABI): give it back with
+    /// [`Stream::commit`] or [`Stream::cancel`]. A second lease before
+    /// that is refused.
+    pub fn lease(&mut self) -> Result<Option<Lease>> {
+        self.check_open()?;
+        self.intake.lock().lease()
+    }
+
+    /// Passes on the first `n` bytes written into the lease in `lease`
+    /// and ends it. Refused without a lease, and for more than the lease
+    /// holds: the lease then stays where it is, nothing written into it is
+    /// lost.
+    pub fn commit(&mut self, lease: &mut Option<Lease>, n: usize) -> Result<()> {
+        let Some(held) = lease.as_ref() else {
+            // After the flush, that is what the caller needs to hear.
+            self.check_open()?;
+            return Err(Error::InvalidArgument(format!(
+                "commit of {n} bytes without a reservation: reserve first \
+                 (a reservation of 0 bytes holds none)"
+            )));
+        };
+        if n > held.len() {
+            return Err(Error::InvalidArgument(format!(
+                "commit of {n} bytes, but the reservation holds {}",
+                held.len()
+            )));
+        }
+        let held = lease.take().expect("checked above");
+        if let Err(e) = self.check_open() {
+            self.intake.lock().cancel(held);
+            return Err(e);
+        }
+        self.intake.lock().commit(held, n)
+    }
+
+    /// Gives a lease back without passing any of its bytes on.
+    pub fn cancel(&mut self, lease: Lease) {
+        self.intake.lock().cancel(lease);
     }
 
     /// Completes the stream: pads and sends the last partial epoch, waits for
@@ -193,6 +217,12 @@ impl Stream {
         if let Some(done) = &self.finished {
             return done.clone();
         }
+        if self.intake.lock().is_leased() {
+            // Not terminal: the stream stays open for the lease to come back.
+            return Err(Error::InvalidArgument(
+                "a reservation is outstanding: commit or cancel it before the flush".into(),
+            ));
+        }
         let result = self.finish_inner();
         self.finished = Some(result.clone());
         result
@@ -200,17 +230,22 @@ impl Stream {
 
     fn finish_inner(&mut self) -> Result<Summary> {
         self.shared.check()?;
-        if self.filled > 0 {
-            self.submit()?;
+        let (jobs, bytes_in, started) = {
+            let mut intake = self.intake.lock();
+            (intake.close()?, intake.bytes_in, intake.started)
+        };
+        // The timer ends with its wake-up channel, closed with the queue.
+        if let Some(t) = self.timer.take() {
+            let _ = t.join();
         }
         let layout = &self.config.layout;
         // A trailing partial element or plane is padded: the extent counts it.
         let planes = if layout.is_unbounded() {
-            self.bytes_in.div_ceil(layout.plane_bytes())
+            bytes_in.div_ceil(layout.plane_bytes())
         } else {
             layout.dims()[0].size
         };
-        if let Some(jobs) = self.jobs.take() {
+        if let Some(jobs) = jobs {
             let planes = crate::metadata::level_planes(&self.config, planes);
             let _ = jobs.send(Job::Finish { planes });
         }
@@ -227,7 +262,7 @@ impl Stream {
             planes,
             backend: sel.kind,
             backend_reason: sel.reason.clone(),
-            seconds: self.started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+            seconds: started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
         })
     }
 
@@ -267,43 +302,48 @@ impl Stream {
         }
         self.shared.check()
     }
+}
 
-    fn take_free_buffer(&mut self) -> Result<bool> {
-        match self.free_staging.try_recv() {
-            Ok(buf) => {
-                self.start_buffer(buf);
-                Ok(true)
-            }
-            Err(TryRecvError::Empty) => Ok(false),
-            Err(TryRecvError::Disconnected) => Err(self.pipeline_gone()),
+/// Free staging memory handed to the caller ([`Stream::reserve`]); it
+/// dereferences to the bytes to write.
+pub struct Reservation<'a> {
+    stream: &'a mut Stream,
+    lease: Option<Lease>,
+}
+
+impl Reservation<'_> {
+    /// Passes on the first `n` bytes written (at most the reservation's
+    /// length).
+    pub fn commit(mut self, n: usize) -> Result<()> {
+        if self.lease.is_none() && n == 0 {
+            return Ok(());
+        }
+        self.stream.commit(&mut self.lease, n)
+    }
+}
+
+impl std::ops::Deref for Reservation<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.lease.as_ref().map_or(&[], |l| l.bytes_ref())
+    }
+}
+
+impl std::ops::DerefMut for Reservation<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.lease {
+            Some(l) => l.bytes(),
+            None => &mut [],
         }
     }
+}
 
-    fn start_buffer(&mut self, buf: StagingBuffer) {
-        debug_assert!(self.staging.is_none());
-        self.staging = Some(buf);
-        self.filled = 0;
-    }
-
-    fn submit(&mut self) -> Result<()> {
-        let buf = self.staging.take().expect("a buffer is in hand");
-        let job = Job::Batch {
-            first_epoch: self.epoch,
-            buf,
-            valid: self.filled,
-        };
-        self.epoch += self.config.epochs_per_buffer;
-        self.filled = 0;
-        let jobs = self.jobs.as_ref().expect("open stream");
-        jobs.send(job).map_err(|_| self.pipeline_gone())
-    }
-
-    fn pipeline_gone(&self) -> Error {
-        self.shared.check().err().unwrap_or_else(|| {
-            let e = Error::Internal("the pipeline's compute thread stopped".into());
-            self.shared.poison(e.clone());
-            e
-        })
+impl Drop for Reservation<'_> {
+    /// Without a commit, no byte of the reservation counts.
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.stream.cancel(lease);
+        }
     }
 }
 
@@ -313,7 +353,10 @@ struct Parts {
     v: Validated,
     backend: Box<dyn Backend>,
     selection: backend::Selection,
-    staging: Vec<StagingBuffer>,
+    /// The first staging buffer; the others come from `more_staging`
+    /// on a thread of their own once the stream runs.
+    staging: StagingBuffer,
+    more_staging: Option<StagingAllocator>,
     /// One per pyramid level.
     assemblers: Vec<ShardAssembler>,
     pyramid: Option<Pyramid>,
@@ -335,14 +378,17 @@ impl Parts {
             })
             .collect::<Result<_>>()?;
         let pyramid = Pyramid::new(&v)?;
-        let staging = (0..v.staging_buffers)
-            .map(|_| backend.alloc_staging(buffer_bytes))
-            .collect::<Result<_>>()?;
+        let staging = backend.alloc_staging(buffer_bytes)?;
+        let more_staging = match v.staging_buffers {
+            0 | 1 => None,
+            _ => Some(backend.staging_allocator()?),
+        };
         Ok(Parts {
             v,
             backend,
             selection,
             staging,
+            more_staging,
             assemblers,
             pyramid,
         })
@@ -355,6 +401,7 @@ impl Parts {
             backend,
             selection,
             staging,
+            more_staging,
             assemblers,
             pyramid,
         } = self;
@@ -372,11 +419,23 @@ impl Parts {
             attributes: shared.attributes.clone(),
         });
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
-        let n = staging.len();
+        let n = v.staging_buffers;
         let (free_tx, free_rx) = mpsc::channel();
-        for buf in staging {
-            free_tx.send(buf).expect("receiver alive");
-        }
+        free_tx.send(staging).expect("receiver alive");
+        let allocate_more = more_staging.map(|mut alloc| {
+            let free = free_tx.clone();
+            move || {
+                // A buffer that cannot be allocated now leaves the stream
+                // with fewer (the memory was checked at create): slower
+                // when the input outruns the backend, never wrong.
+                for _ in 1..n {
+                    let Ok(buf) = alloc(buffer_bytes) else { return };
+                    if free.send(buf).is_err() {
+                        return; // the stream is gone
+                    }
+                }
+            }
+        });
         // Every staging buffer plus the finish message fits: sends never block.
         let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
         let (del_tx, del_rx) = mpsc::sync_channel(1);
@@ -407,30 +466,38 @@ impl Parts {
                 .spawn(f)
                 .map_err(|e| Error::Internal(format!("starting thread {name}: {e}")))
         };
-        let threads = vec![
+        let mut threads = vec![
             spawn("tz-compute", Box::new(move || compute.run()))?,
             spawn("tz-delivery", Box::new(move || delivery.run()))?,
         ];
+        if let Some(f) = allocate_more {
+            threads.push(spawn("tz-staging", Box::new(f))?);
+        }
         let copy_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(copy_threads)
             .thread_name(|i| format!("tz-copy-{i}"))
             .build()
             .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
+        let (wake_tx, wake_rx) = mpsc::channel();
+        let intake = Arc::new(Mutex::new(Intake::new(IntakeParts {
+            shared: shared.clone(),
+            buffer_bytes,
+            epoch_bytes: v.layout.epoch_bytes() as usize,
+            capacity: v.layout.array_bytes(),
+            free_staging: free_rx,
+            jobs: job_tx,
+            wake_timer: Some(wake_tx),
+        })));
+        let timer = latency::start(&intake, v.max_latency, wake_rx)?;
         Ok(Stream {
             _retired: retired_rx,
             copy_pool,
             config: v,
             shared,
-            staging: None,
-            filled: 0,
-            epoch: 0,
-            bytes_in: 0,
-            buffer_bytes,
-            free_staging: free_rx,
-            jobs: Some(job_tx),
+            intake,
             threads,
+            timer: Some(timer),
             finished: None,
-            started: None,
         })
     }
 }
@@ -465,8 +532,8 @@ impl Drop for Stream {
     /// shard is written; shards already emitted stay as they are.
     fn drop(&mut self) {
         self.shared.cancel.store(true, Relaxed);
-        self.jobs = None;
-        for t in self.threads.drain(..) {
+        self.intake.lock().abandon();
+        for t in self.threads.drain(..).chain(self.timer.take()) {
             let _ = t.join();
         }
     }

@@ -18,6 +18,10 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// How often the compute thread, while no batch comes, looks for a
+/// batch's results the backend holds (the latency bound).
+const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Work for the compute thread.
 pub enum Job {
     /// A staging buffer holding `valid` bytes of the epochs from
@@ -219,7 +223,15 @@ impl ComputeThread {
 
     /// Runs the jobs; returns the pyramid's link (its thread still to join).
     fn work(&mut self, mut link: Option<PyramidLink>) -> Option<PyramidLink> {
-        while let Ok(job) = self.jobs.recv() {
+        loop {
+            let job = match self.jobs.recv_timeout(IDLE_POLL) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.collect_ready();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return link,
+            };
             match job {
                 Job::Batch {
                     first_epoch,
@@ -257,7 +269,23 @@ impl ComputeThread {
                 }
             }
         }
-        link
+    }
+
+    /// Hands on a batch the backend holds whose results are back.
+    fn collect_ready(&mut self) {
+        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+            return;
+        }
+        let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
+        let shared = &self.shared;
+        let backend = &mut self.backend;
+        guarded(shared, "compute", || {
+            backend.collect_ready(
+                &shared.metrics,
+                &mut || spares.lock().try_recv().unwrap_or_default(),
+                &mut |out| send(deliveries, 0, out),
+            )
+        });
     }
 
     /// Level 1 of the batch just compressed (`bytes` of whole planes), by

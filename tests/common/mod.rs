@@ -102,6 +102,66 @@ pub fn write_in_pieces(
     Ok(())
 }
 
+/// Writes all of `data` mixing tz_write with tz_reserve/tz_commit: each
+/// turn either writes a piece of `sizes()` bytes or reserves and commits a
+/// random part of the reservation (all of it, some of it, or nothing),
+/// retrying while busy. Returns the first error, and how many bytes went
+/// through reservations.
+pub fn write_mixed(
+    s: *mut tz_stream,
+    data: &[u8],
+    rng: &mut Rng,
+    sizes: &mut dyn FnMut(&mut Rng) -> usize,
+) -> Result<usize, i64> {
+    let mut done = 0;
+    let mut reserved_bytes = 0;
+    while done < data.len() {
+        if rng.range(0, 2) == 0 {
+            let n = sizes(rng).clamp(1, data.len() - done);
+            let r = tz_write(s, data[done..].as_ptr() as *const c_void, n);
+            if r < 0 {
+                return Err(r);
+            }
+            done += r as usize;
+            if r == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            continue;
+        }
+        let mut ptr = std::ptr::null_mut();
+        let mut len = 0usize;
+        let rc = tz_reserve(s, &mut ptr, &mut len);
+        if rc != 0 {
+            return Err(-(rc as i64));
+        }
+        if len == 0 {
+            assert!(ptr.is_null());
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            continue;
+        }
+        let left = data.len() - done;
+        let n = match rng.range(0, 3) {
+            0 => len.min(left),
+            1 => 0,
+            _ => (rng.range(1, len as u64) as usize).min(left),
+        };
+        // SAFETY: the library handed out `len` writable bytes at `ptr`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
+        dst[..n].copy_from_slice(&data[done..done + n]);
+        if n < len {
+            // Bytes past the commit are not part of the stream.
+            dst[n..].fill(0xA5);
+        }
+        let rc = tz_commit(s, n);
+        if rc != 0 {
+            return Err(-(rc as i64));
+        }
+        done += n;
+        reserved_bytes += n;
+    }
+    Ok(reserved_bytes)
+}
+
 /// A small deterministic generator (splitmix64) for test data and sizes.
 pub struct Rng(pub u64);
 

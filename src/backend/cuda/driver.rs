@@ -219,6 +219,8 @@ pub struct PinnedBuffer {
     bytes: usize,
     device: sys::CUdevice,
     ctx: sys::CUcontext,
+    /// Dropped, it goes to the process's cache instead of being freed.
+    recycle: bool,
 }
 
 // SAFETY: plain host memory; the owner moves it between threads.
@@ -229,16 +231,34 @@ unsafe impl Sync for PinnedBuffer {}
 impl PinnedBuffer {
     pub fn new(context: &Context, bytes: usize) -> Result<PinnedBuffer, Error> {
         context.bind()?;
-        // SAFETY: retains the primary context `context` already holds; the
+        PinnedBuffer::on_device(context.device, bytes)
+    }
+
+    /// A buffer for `context` from the process's cache (a stream before
+    /// this one left it there), else a new one; either way it goes back to
+    /// the cache when dropped. For the large buffers of a stream: staging
+    /// and the output pool.
+    pub fn recycled(context: &Context, bytes: usize) -> Result<PinnedBuffer, Error> {
+        let mut b = match super::pinned_cache::take(context.device, bytes) {
+            Some(b) => b,
+            None => PinnedBuffer::new(context, bytes)?,
+        };
+        b.recycle = true;
+        Ok(b)
+    }
+
+    /// The device's primary context must be current on this thread.
+    fn on_device(device: sys::CUdevice, bytes: usize) -> Result<PinnedBuffer, Error> {
+        // SAFETY: retains the primary context current on this thread; the
         // matching release is in Drop.
-        let ctx = unsafe { result::primary_ctx::retain(context.device) }
+        let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(|e| gpu_err("retaining the context", e))?;
         // SAFETY: a plain allocation (flags 0: cached, not write-combined).
         let ptr = match unsafe { result::malloc_host(bytes.max(1), 0) } {
             Ok(p) => p,
             Err(e) => {
                 // SAFETY: balances the retain above.
-                let _ = unsafe { result::primary_ctx::release(context.device) };
+                let _ = unsafe { result::primary_ctx::release(device) };
                 return Err(Error::OutOfMemory(format!(
                     "{bytes} bytes of pinned host memory: {e}"
                 )));
@@ -248,12 +268,25 @@ impl PinnedBuffer {
         let mut b = PinnedBuffer {
             ptr: ptr as *mut u8,
             bytes,
-            device: context.device,
+            device,
             ctx,
+            recycle: false,
         };
         // Fault every page in now, not during the acquisition.
         b.as_mut_slice().fill(0);
         Ok(b)
+    }
+
+    pub fn device(&self) -> sys::CUdevice {
+        self.device
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
     }
 
     pub fn as_slice(&self) -> &[u8] {
@@ -292,6 +325,17 @@ impl PinnedBuffer {
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
+        if self.recycle {
+            let kept = PinnedBuffer {
+                ptr: std::mem::replace(&mut self.ptr, std::ptr::null_mut()),
+                bytes: self.bytes,
+                device: self.device,
+                ctx: self.ctx,
+                recycle: false,
+            };
+            super::pinned_cache::give(kept);
+            return;
+        }
         PINNED_BYTES.fetch_sub(self.bytes as u64, Relaxed);
         // SAFETY: the context is alive (retained in `new`); the memory was
         // allocated by malloc_host there and is freed once; then the retain
@@ -301,6 +345,53 @@ impl Drop for PinnedBuffer {
             let _ = result::free_host(self.ptr as *mut c_void);
             let _ = result::primary_ctx::release(self.device);
         }
+    }
+}
+
+/// Allocates page-locked buffers for one device on any thread (a
+/// stream's staging buffers after its first, allocated in the background
+/// while the first writes land). It keeps the device's context alive.
+pub struct PinnedAllocator {
+    device: sys::CUdevice,
+    ctx: sys::CUcontext,
+}
+
+// SAFETY: a retained primary context may be made current on any thread.
+unsafe impl Send for PinnedAllocator {}
+
+impl PinnedAllocator {
+    pub fn new(context: &Context) -> Result<PinnedAllocator, Error> {
+        context.bind()?;
+        // SAFETY: retains the primary context `context` already holds; the
+        // matching release is in Drop.
+        let ctx = unsafe { result::primary_ctx::retain(context.device) }
+            .map_err(|e| gpu_err("retaining the context", e))?;
+        Ok(PinnedAllocator {
+            device: context.device,
+            ctx,
+        })
+    }
+
+    /// As [`PinnedBuffer::recycled`], on the calling thread.
+    pub fn recycled(&self, bytes: usize) -> Result<PinnedBuffer, Error> {
+        let mut b = match super::pinned_cache::take(self.device, bytes) {
+            Some(b) => b,
+            None => {
+                // SAFETY: the context is retained for the life of `self`.
+                unsafe { result::ctx::set_current(self.ctx) }
+                    .map_err(|e| gpu_err("binding the context", e))?;
+                PinnedBuffer::on_device(self.device, bytes)?
+            }
+        };
+        b.recycle = true;
+        Ok(b)
+    }
+}
+
+impl Drop for PinnedAllocator {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain in `new`.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
     }
 }
 
@@ -386,6 +477,16 @@ impl Event {
     pub fn record(&self, stream: &Stream, stage: &'static str) -> Result<(), Error> {
         // SAFETY: a live event and a live stream of the current context.
         unsafe { result::event::record(self.0, stream.0) }.map_err(|e| gpu_err(stage, e))
+    }
+
+    /// Whether the captured work has finished, without waiting.
+    pub fn is_complete(&self, stage: &'static str) -> Result<bool, Error> {
+        // SAFETY: a live event of the current context.
+        match unsafe { result::event::query(self.0) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(gpu_err(stage, e)),
+        }
     }
 
     /// Waits until the captured work has finished.

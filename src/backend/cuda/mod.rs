@@ -20,6 +20,7 @@ pub mod faults;
 mod host_copy;
 mod kernels;
 mod outputs;
+mod pinned_cache;
 mod pyramid;
 mod sizes;
 
@@ -41,19 +42,68 @@ use sizes::Sizes;
 use std::ffi::c_void;
 use std::time::Instant;
 
-/// The GPU backend's plan for `v` (its GPU staging plan applied).
+/// The GPU backend's plan for `v` (its GPU staging plan applied, under
+/// its `device_bytes` cap).
 pub fn plan(v: &Validated) -> Result<MemoryPlan> {
     probe(v).map_err(Error::BackendUnavailable)?;
-    let v = v.with_gpu_staging()?;
+    let v = gpu_plan(v)?;
     let gpu_codec = codec::load(v.config.codec, v.layout.elem_size())?;
     let z = Sizes::new(&v, gpu_codec.as_deref())?;
     let (pinned_bytes, host_bytes) = host_bytes(&v, &z);
     Ok(MemoryPlan {
-        device_bytes: z.device_bytes(v.layout.tiles_per_epoch() as usize)
-            + pyramid::device_bytes(&v, z.epochs as u64) as u64,
+        device_bytes: device_bytes(&v, &z),
         pinned_bytes,
         host_bytes,
     })
+}
+
+/// Device bytes of a stream with batches of `z.epochs` epochs.
+fn device_bytes(v: &Validated, z: &Sizes) -> u64 {
+    z.device_bytes(v.layout.tiles_per_epoch() as usize)
+        + pyramid::device_bytes(v, z.epochs as u64) as u64
+}
+
+/// `v` with the GPU's staging plan, its batches made small enough for its
+/// `device_bytes` cap (the largest batch that fits, the staging buffers
+/// as many as before); refused with the numbers when one epoch per batch
+/// does not fit.
+pub fn gpu_plan(v: &Validated) -> Result<Validated> {
+    let mut v = v.with_gpu_staging()?;
+    let Some(cap) = v.config.device_bytes else {
+        return Ok(v);
+    };
+    let gpu_codec = codec::load(v.config.codec, v.layout.elem_size())?;
+    let need = |v: &Validated| -> Result<u64> {
+        Ok(device_bytes(v, &Sizes::new(v, gpu_codec.as_deref())?))
+    };
+    let first = need(&v)?;
+    if first <= cap {
+        return Ok(v);
+    }
+    // Device memory grows with the batch: the largest batch that fits.
+    let (mut lo, mut hi) = (0u64, v.epochs_per_buffer);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        v.epochs_per_buffer = mid;
+        if need(&v)? <= cap {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        v.epochs_per_buffer = 1;
+        let smallest = need(&v)?;
+        return Err(Error::OutOfMemory(format!(
+            "device_bytes is {cap}, but the GPU backend needs {smallest} bytes of device memory \
+             for its smallest batch (one epoch of {} bytes, {} tiles; {first} for the default \
+             batch): raise device_bytes, or make epochs smaller (tile[0], the frame size)",
+            v.layout.epoch_bytes(),
+            v.layout.tiles_per_epoch()
+        )));
+    }
+    v.epochs_per_buffer = lo;
+    Ok(v)
 }
 
 /// Page-locked bytes (staging and the backend's own buffers) and ordinary
@@ -69,9 +119,22 @@ fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
 }
 
 /// Device and page-locked bytes the GPU backend holds right now, all
-/// streams of the process together.
+/// streams of the process together (page-locked buffers kept for the next
+/// stream excluded: see [`cached_pinned_bytes`]).
 pub fn allocated() -> (u64, u64) {
-    driver::allocated()
+    let (device, pinned) = driver::allocated();
+    (device, pinned.saturating_sub(pinned_cache::cached_bytes()))
+}
+
+/// Page-locked bytes kept for the process's next stream.
+pub fn cached_pinned_bytes() -> u64 {
+    pinned_cache::cached_bytes()
+}
+
+/// Frees the page-locked buffers kept for the process's next stream (they
+/// are freed anyway after 30 s unused); returns the bytes freed.
+pub fn release_cached_memory() -> u64 {
+    pinned_cache::release()
 }
 
 /// Refuses a configuration whose buffers do not fit in the device's free
@@ -612,7 +675,16 @@ fn secs(s: f64) -> std::time::Duration {
 
 impl Backend for CudaBackend {
     fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
-        Ok(StagingBuffer::Pinned(PinnedBuffer::new(&self.ctx, bytes)?))
+        Ok(StagingBuffer::Pinned(PinnedBuffer::recycled(
+            &self.ctx, bytes,
+        )?))
+    }
+
+    fn staging_allocator(&self) -> Result<super::StagingAllocator> {
+        let alloc = driver::PinnedAllocator::new(&self.ctx)?;
+        Ok(Box::new(move |bytes| {
+            Ok(StagingBuffer::Pinned(alloc.recycled(bytes)?))
+        }))
     }
 
     fn compress_epoch(&mut self, _job: EpochJob<'_>, _out: &mut CompressedEpoch) -> Result<()> {
@@ -670,6 +742,26 @@ impl Backend for CudaBackend {
             out,
         )?;
         Ok(true)
+    }
+
+    fn collect_ready(
+        &mut self,
+        metrics: &Metrics,
+        spare: &mut dyn FnMut() -> CompressedEpoch,
+        done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<()> {
+        let Some(p) = &self.pending else {
+            return Ok(());
+        };
+        self.ctx.bind()?;
+        if !self.slots[p.slot]
+            .offsets_ready
+            .is_complete("polling a batch")?
+        {
+            return Ok(());
+        }
+        let p = self.pending.take().expect("a pending batch");
+        self.collect(p, metrics, spare, done).map(|_| ())
     }
 
     fn drain(

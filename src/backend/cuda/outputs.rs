@@ -43,7 +43,7 @@ impl OutputPool {
     pub fn new(ctx: &Context, count: usize, bytes: usize) -> Result<OutputPool> {
         let (home, free) = channel();
         for _ in 0..count {
-            home.send(PinnedBuffer::new(ctx, bytes)?)
+            home.send(PinnedBuffer::recycled(ctx, bytes)?)
                 .expect("the receiver is held here");
         }
         Ok(OutputPool { free, home })

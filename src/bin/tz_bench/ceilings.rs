@@ -294,9 +294,7 @@ mod gpu {
             return Err("the stream ran on the CPU (backend \"cpu\")".into());
         }
         cuda::probe(v).map_err(|why| format!("no usable GPU: {why}"))?;
-        let gpu = v
-            .with_gpu_staging()
-            .map_err(|e| format!("no GPU staging plan: {e}"))?;
+        let gpu = cuda::gpu_plan(v).map_err(|e| format!("no GPU staging plan: {e}"))?;
         Ok(Plan {
             device: v.config.device,
             epochs: gpu.epochs_per_buffer.min(stream_epochs),

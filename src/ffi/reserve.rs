@@ -1,0 +1,74 @@
+//! Zero-copy ingest across the C boundary: tz_reserve hands the caller
+//! page-locked staging memory to write into, tz_commit passes it on.
+
+use super::{status_of, tz_status, tz_stream, with_open};
+use crate::error::Error;
+use std::ffi::c_void;
+
+/// Hands the caller free staging memory to write the next bytes of the
+/// stream into itself (a camera SDK's or frame grabber's DMA target, a
+/// decoder's output), saving tz_write's copy: `*ptr` and `*nbytes` get
+/// its address and length. Never waits: when no staging memory is free,
+/// `*ptr` is NULL, `*nbytes` 0 and no reservation is held (call again, as
+/// after a tz_write that returns 0).
+///
+/// A reservation spans the rest of one staging buffer, at most what a
+/// bounded array still takes. Staging buffers start on a page boundary and
+/// hold whole epochs (tile[0] planes of dimension 0), so after writes and
+/// commits of whole frames a reservation starts and ends on frame
+/// boundaries; otherwise it starts where the last byte ended and a frame
+/// may straddle two reservations. On the GPU backend the memory is
+/// page-locked (the device's DMA reads it directly).
+///
+/// One reservation at a time: tz_reserve again, tz_write or tz_write_all
+/// before tz_commit are refused (TZ_ERR_INVALID_ARGUMENT); the reservation
+/// holds back the latency bound's hand-off of its buffer until the commit.
+/// tz_flush gives up a reservation still outstanding (its bytes do not
+/// count) and tz_destroy frees it. Returns TZ_OK, TZ_ERR_NULL_ARGUMENT,
+/// TZ_ERR_OVERFLOW past the end of a bounded array, TZ_ERR_FINISHED after
+/// tz_flush, or a poisoned stream's status. Since 0.5.
+#[no_mangle]
+pub extern "C" fn tz_reserve(s: *mut tz_stream, ptr: *mut *mut c_void, nbytes: *mut usize) -> i32 {
+    with_open("tz_reserve", s, status_of, |open| {
+        if ptr.is_null() {
+            return Err(Error::NullArgument("ptr"));
+        }
+        if nbytes.is_null() {
+            return Err(Error::NullArgument("nbytes"));
+        }
+        // SAFETY: both non-NULL (checked) and writable by the C contract.
+        unsafe {
+            *ptr = std::ptr::null_mut();
+            *nbytes = 0;
+        }
+        if open.lease.is_some() {
+            return Err(Error::InvalidArgument(
+                "a reservation is already outstanding: tz_commit it before tz_reserve".into(),
+            ));
+        }
+        if let Some(mut lease) = open.stream.lease()? {
+            // SAFETY: as above; the lease's memory stays put until it is
+            // committed, given up at the flush or freed with the stream.
+            unsafe {
+                *ptr = lease.as_mut_ptr() as *mut c_void;
+                *nbytes = lease.len();
+            }
+            open.lease = Some(lease);
+        }
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Passes on the first `nbytes` bytes written into the reservation of the
+/// last tz_reserve, and ends it (0 gives it up). Returns TZ_OK;
+/// TZ_ERR_INVALID_ARGUMENT for more bytes than the reservation holds (the
+/// reservation stays, nothing in it is lost: commit again) or without a
+/// reservation; TZ_ERR_FINISHED after tz_flush; a poisoned stream's
+/// status. Since 0.5.
+#[no_mangle]
+pub extern "C" fn tz_commit(s: *mut tz_stream, nbytes: usize) -> i32 {
+    with_open("tz_commit", s, status_of, |open| {
+        open.stream.commit(&mut open.lease, nbytes)?;
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
