@@ -32,7 +32,8 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         name = m["target"]["name"]
         if name in ("c_api_roundtrip", "gpu", "gpu_faults", "gpu_memory", "c_api_errors", "rust_api",
-                    "hardening_api", "hardening_store", "ome_fixtures"):
+                    "hardening_api", "hardening_store", "ome_fixtures", "reserve_commit",
+                    "latency_bound"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/bin"
 cargo build --release --example acquire --example synth_raw --bin tz-bench

@@ -4,8 +4,13 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python, ome
-# (default: all eight, in that order). ome writes the OME-Zarr fixtures on
+# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python, ome, lean
+# (default: all nine, in that order). lean runs the zero-copy and latency
+# tests on the GPU backend (the latency bound at 50 MB/s in cam-32's
+# shape), compute-sanitizer on them, and cam-32 with the 3 GiB staging of
+# earlier versions beside the default, and codec none through write and
+# through reservations (--ingest dma), with ceilings: start-up, destroy
+# and memory are in the records. ome writes the OME-Zarr fixtures on
 # the GPU backend into RESULTS_DIR/ome-stores.tgz (their manifest names
 # the paths they had here: the build machine checks them with
 # tests/readback/check_ome.py, which has the readers and the validator),
@@ -30,7 +35,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python ome)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python ome lean)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 # The python phase runs without these two.
@@ -196,6 +201,28 @@ for method in mean median; do
 done
 check ome-bench-tczyx-ome "$here/bin/tz-bench" --config tczyx-ome --backend gpu --sink discard \
     --bytes "$bytes" --reps 3 --no-ceilings --out "$results/ome-tczyx-ome-gpu-discard.json"
+fi
+
+if wants lean; then
+step "lean streams: zero-copy ingest, the latency bound, start-up, memory, codec none"
+check reserve-commit-gpu env TZ_TEST_BACKEND=gpu "$here/bin/reserve_commit"
+check reserve-roundtrip-gpu env TZ_TEST_BACKEND=gpu "$here/bin/c_api_roundtrip" \
+    --exact reserve_and_commit_mixed_with_writes_round_trip
+check latency-gpu env TZ_TEST_BACKEND=gpu "$here/bin/latency_bound" --include-ignored --nocapture
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+check sanitizer-memcheck-lean env TZ_TEST_BACKEND=gpu "$sanitizer" --tool memcheck \
+    --error-exitcode 1 "$here/bin/reserve_commit"
+bytes="${TZ_LEAN_BYTES:-8GiB}"
+# Each tz-bench run is a process of its own: its first rep's stream is
+# the process's first (a cold start), the others start warm.
+check lean-zstd-3gib "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --bytes "$bytes" --reps 3 --staging 3GiB --no-ceilings --out "$results/lean-zstd-3gib.json"
+check lean-zstd-default "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --bytes "$bytes" --reps 3 --out "$results/lean-zstd-default.json"
+check lean-none-write "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --codec none --bytes "$bytes" --reps 3 --out "$results/lean-none-write.json"
+check lean-none-dma "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
+    --codec none --ingest dma --bytes "$bytes" --reps 3 --out "$results/lean-none-dma.json"
 fi
 
 step "summary"

@@ -176,10 +176,20 @@ fn measure(
     let mut device = record::device();
     device.load_before = record::load_average();
     let mut progress = Progress::new();
+    if o.ingest == args::Ingest::Dma {
+        eprintln!("tz-bench: writing the frames into reservations (untimed)");
+        stream::fill_reservations(config, frames)?;
+    }
     let mut runs = Vec::new();
     for rep in 1..=o.reps {
         progress.start(format!("rep {rep}/{}", o.reps));
-        runs.push(stream::run(config, &target, frames, &mut progress)?);
+        runs.push(stream::run(
+            config,
+            &target,
+            frames,
+            o.ingest,
+            &mut progress,
+        )?);
     }
     let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let (best_s, median_s) = best_and_median(&seconds);
@@ -299,6 +309,11 @@ fn measure(
             epochs: m.epochs,
             stage_seconds,
             stage_gbps,
+            ingest: o.ingest.name().into(),
+            lifecycle: runs.iter().map(|r| r.lifecycle).collect(),
+            memory_plan: tiledzarr::backend::estimate(v)
+                .ok()
+                .map(|(_, p)| [p.device_bytes, p.pinned_bytes, p.host_bytes]),
         },
         ceilings,
         peers: peer_list,

@@ -42,6 +42,15 @@ usage: tz-bench [options]
                             dimension fits in a tile), OME-Zarr metadata
   --method M                the pyramid's reduction: mean (default), min,
                             max, median, decimate
+  --staging SIZE            staging_bytes (default: the backend's plan)
+  --device-bytes SIZE       device_bytes, the GPU's device memory cap
+  --ingest write|dma        write: the frames through write (default); dma:
+                            reservations (reserve/commit) committed without
+                            a host copy, as a frame grabber's DMA delivers
+                            them: an untimed first rep writes the frames
+                            into the reservations, and the timed reps commit
+                            the staging buffers as that left them (the
+                            page-locked buffers are kept between streams)
   --threads N               CPU worker threads, also used by the CPU ceiling
                             (default: one per core)
   --out RECORD.json         the JSON record (default
@@ -51,6 +60,24 @@ usage: tz-bench [options]
   --no-ceilings             skip the ceiling measurements
   -h, --help                this text
 ";
+
+/// How the frames reach the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingest {
+    /// `write`: the stream copies them into staging.
+    Write,
+    /// Reservations committed without a host copy (see the usage text).
+    Dma,
+}
+
+impl Ingest {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ingest::Write => "write",
+            Ingest::Dma => "dma",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SinkKind {
@@ -133,6 +160,9 @@ pub struct Options {
     /// The codecs to sweep; empty: the configuration's.
     pub codecs: Vec<CodecArg>,
     pub threads: Option<u32>,
+    pub staging: Option<u64>,
+    pub device_bytes: Option<u64>,
+    pub ingest: Ingest,
     /// Pyramid levels (`--multiscale`) and reduction (`--method`).
     pub multiscale: Option<u32>,
     pub method: Option<tiledzarr::config::Method>,
@@ -157,6 +187,9 @@ impl Default for Options {
             level: None,
             codecs: Vec::new(),
             threads: None,
+            staging: None,
+            device_bytes: None,
+            ingest: Ingest::Write,
             multiscale: None,
             method: None,
             out: None,
@@ -169,7 +202,7 @@ impl Default for Options {
 
 /// What the command line asks for: a run, or the usage text.
 pub enum Parsed {
-    Run(Options),
+    Run(Box<Options>),
     Help,
 }
 
@@ -214,6 +247,15 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                     .collect::<Result<_, _>>()?;
             }
             "--threads" => o.threads = Some(number(&key, &value()?)?),
+            "--staging" => o.staging = Some(parse_bytes(&value()?)?),
+            "--device-bytes" => o.device_bytes = Some(parse_bytes(&value()?)?),
+            "--ingest" => {
+                o.ingest = choice(
+                    &key,
+                    &value()?,
+                    &[("write", Ingest::Write), ("dma", Ingest::Dma)],
+                )?
+            }
             "--multiscale" => o.multiscale = Some(number(&key, &value()?)?),
             "--method" => {
                 let methods = [
@@ -245,7 +287,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     if o.codecs.len() > 1 && o.out.is_some() {
         return Err("--out names one record: a codec sweep writes one per codec".into());
     }
-    Ok(Parsed::Run(o))
+    Ok(Parsed::Run(Box::new(o)))
 }
 
 fn backend(v: &str) -> Result<BackendChoice, String> {

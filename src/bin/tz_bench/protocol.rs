@@ -150,6 +150,12 @@ pub fn apply(config: &mut Config, o: &Options, arg: Option<CodecArg>) {
     if let Some(t) = o.threads {
         config.threads = t;
     }
+    if o.staging.is_some() {
+        config.staging_bytes = o.staging;
+    }
+    if o.device_bytes.is_some() {
+        config.device_bytes = o.device_bytes;
+    }
     if let Some(levels) = o.multiscale {
         config.multiscale = Some(Multiscale {
             levels,

@@ -115,6 +115,15 @@ pub struct Figures {
     /// it, and bytes in / those seconds.
     pub stage_seconds: BTreeMap<String, f64>,
     pub stage_gbps: BTreeMap<String, Option<f64>>,
+    /// How the frames reached the stream: "write" or "dma" (reservations
+    /// committed without a host copy).
+    pub ingest: String,
+    /// Every run's start, end and memory, in run order (the first run's
+    /// stream is the process's first).
+    pub lifecycle: Vec<super::stream::Lifecycle>,
+    /// `tz_estimate_memory`'s plan for the configuration: device,
+    /// page-locked and host bytes.
+    pub memory_plan: Option<[u64; 3]>,
 }
 
 impl Record {

@@ -2,6 +2,7 @@
 //! of `finish` (stream creation, which allocates and pre-faults staging, is
 //! outside the clock, as the protocol says).
 
+use super::args::Ingest;
 use super::data::Frames;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -13,6 +14,21 @@ use tiledzarr::{Config, Stream, Summary};
 pub struct Run {
     pub seconds: f64,
     pub summary: Summary,
+    pub lifecycle: Lifecycle,
+}
+
+/// What a run's stream took to start and to end, and the memory it held.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Lifecycle {
+    /// `Stream::new` (what tz_create does).
+    pub create_seconds: f64,
+    /// Dropping the flushed stream (what tz_destroy does).
+    pub destroy_seconds: f64,
+    /// The GPU backend's device and page-locked bytes after the flush
+    /// (every buffer allocated by then; page-locked buffers kept for the
+    /// next stream excluded), 0 on the CPU.
+    pub device_bytes: u64,
+    pub pinned_bytes: u64,
 }
 
 /// Where the shards of a run go.
@@ -26,6 +42,7 @@ pub fn run(
     config: &Config,
     target: &Target,
     frames: &Frames,
+    ingest: Ingest,
     progress: &mut Progress,
 ) -> Result<Run, String> {
     let mut config = config.clone();
@@ -41,7 +58,9 @@ pub fn run(
             None
         }
     };
+    let t = Instant::now();
     let mut stream = Stream::new(&config, sink).map_err(|e| format!("creating the stream: {e}"))?;
+    let create_seconds = t.elapsed().as_secs_f64();
     if let Target::Fs(..) = target {
         // As the peers do before each rep: the write-back of the previous
         // run's files must not be charged to this one.
@@ -50,18 +69,79 @@ pub fn run(
     }
     let fb = frames.frame_bytes() as u64;
     let start = Instant::now();
-    for i in 0..frames.frames() {
-        stream
-            .write_blocking(frames.frame(i), None)
-            .map_err(|e| format!("writing frame {i}: {e}"))?;
-        progress.update((i + 1) * fb, start);
+    match ingest {
+        Ingest::Write => {
+            for i in 0..frames.frames() {
+                stream
+                    .write_blocking(frames.frame(i), None)
+                    .map_err(|e| format!("writing frame {i}: {e}"))?;
+                progress.update((i + 1) * fb, start);
+            }
+        }
+        Ingest::Dma => {
+            let total = frames.bytes() as usize;
+            let mut done = 0;
+            while done < total {
+                let r = stream.reserve().map_err(|e| format!("reserving: {e}"))?;
+                if r.is_empty() {
+                    drop(r);
+                    std::thread::yield_now();
+                    continue;
+                }
+                let n = r.len().min(total - done);
+                r.commit(n).map_err(|e| format!("committing: {e}"))?;
+                done += n;
+                progress.update(done as u64, start);
+            }
+        }
     }
     let summary = stream
         .finish()
         .map_err(|e| format!("finishing the stream: {e}"))?;
     let seconds = start.elapsed().as_secs_f64();
+    let (device_bytes, pinned_bytes) = tiledzarr::backend::cuda::allocated();
+    let t = Instant::now();
+    drop(stream);
+    let destroy_seconds = t.elapsed().as_secs_f64();
     progress.done(frames.bytes(), seconds);
-    Ok(Run { seconds, summary })
+    Ok(Run {
+        seconds,
+        summary,
+        lifecycle: Lifecycle {
+            create_seconds,
+            destroy_seconds,
+            device_bytes,
+            pinned_bytes,
+        },
+    })
+}
+
+/// Writes the run's frames into reservations (a copy on this thread): the
+/// untimed first rep of `--ingest dma`, which leaves the frames in the
+/// staging buffers the timed reps commit.
+pub fn fill_reservations(config: &Config, frames: &Frames) -> Result<(), String> {
+    let mut stream =
+        Stream::new(config, Some(Box::new(Discard))).map_err(|e| format!("creating: {e}"))?;
+    if stream.backend().0 != tiledzarr::backend::BackendKind::Gpu {
+        // Only the GPU keeps staging buffers, and with them the frames,
+        // from one stream to the next: the CPU's would stream zeros.
+        return Err(format!(
+            "--ingest dma needs the GPU backend; this stream runs on the CPU ({})",
+            stream.backend().1
+        ));
+    }
+    for i in 0..frames.frames() {
+        let mut frame = frames.frame(i);
+        while !frame.is_empty() {
+            let mut r = stream.reserve().map_err(|e| format!("reserving: {e}"))?;
+            let n = r.len().min(frame.len());
+            r[..n].copy_from_slice(&frame[..n]);
+            r.commit(n).map_err(|e| format!("committing: {e}"))?;
+            frame = &frame[n..];
+        }
+    }
+    stream.finish().map_err(|e| format!("finishing: {e}"))?;
+    Ok(())
 }
 
 /// A one-line progress report on stderr: rewritten in place on a terminal,

@@ -57,6 +57,33 @@ pub fn render(r: &Record) -> String {
     };
     let _ = writeln!(t, "commit   {}{dirty}", r.commit.hash);
     let _ = writeln!(t, "date     {}", r.date);
+    let f = &r.figures;
+    let secs = |x: &dyn Fn(&super::stream::Lifecycle) -> f64| {
+        f.lifecycle
+            .iter()
+            .map(|l| format!("{:.3}", x(l)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(
+        t,
+        "streams  ingest {}; create s {}; destroy s {}",
+        f.ingest,
+        secs(&|l| l.create_seconds),
+        secs(&|l| l.destroy_seconds)
+    );
+    let gb = |b: u64| b as f64 / 1e9;
+    if let (Some(l), Some([dev, pin, _])) = (f.lifecycle.first(), f.memory_plan) {
+        let _ = writeln!(
+            t,
+            "memory   device {:.2} GB, page-locked {:.2} GB after the first flush; \
+             planned {:.2} GB, {:.2} GB",
+            gb(l.device_bytes),
+            gb(l.pinned_bytes),
+            gb(dev),
+            gb(pin)
+        );
+    }
     t.push('\n');
 
     let header = format!(
@@ -65,7 +92,6 @@ pub fn render(r: &Record) -> String {
     );
     let _ = writeln!(t, "{header}");
     let _ = writeln!(t, "{}", "-".repeat(header.len()));
-    let f = &r.figures;
     let tz = f.best_gbps;
     let row = |t: &mut String,
                name: &str,
