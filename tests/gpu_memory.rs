@@ -23,8 +23,11 @@ fn a_stream_allocates_what_the_plan_says() {
         let (kind, plan) = backend::estimate(&v).unwrap();
         assert_eq!(kind, backend::BackendKind::Gpu);
         let (d0, p0) = cuda::allocated();
-        let stream =
+        let mut stream =
             tiledzarr::Stream::new(&config, Some(Box::new(tiledzarr::sink::Discard))).unwrap();
+        // Staging after the first buffer is allocated in the background:
+        // the flush waits for it.
+        stream.finish().unwrap();
         let (d1, p1) = cuda::allocated();
         let (device, pinned) = (d1 - d0, p1 - p0);
         let within = |got: u64, want: u64| (got as f64 - want as f64).abs() <= 0.1 * want as f64;
@@ -39,7 +42,15 @@ fn a_stream_allocates_what_the_plan_says() {
             plan.pinned_bytes
         );
         drop(stream);
+        // Page-locked buffers are kept for the next stream, not in use.
         assert_eq!(cuda::allocated(), (d0, p0), "{codec}: everything freed");
+        assert!(
+            cuda::cached_pinned_bytes() >= pinned / 2,
+            "{codec}: buffers kept"
+        );
+        let released = tiledzarr::release_cached_memory();
+        assert!(released >= pinned / 2, "{codec}: {released} bytes released");
+        assert_eq!(cuda::cached_pinned_bytes(), 0);
         println!(
             "{codec}: device {device} (plan {}), pinned {pinned} (plan {})",
             plan.device_bytes, plan.pinned_bytes

@@ -62,7 +62,11 @@ impl Paced {
         };
         let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
         assert_eq!(s.backend().0.name(), backend, "{}", s.backend().1);
-        let buffer = v.epochs_per_buffer * v.layout.epoch_bytes();
+        let planned = match backend {
+            "gpu" => tiledzarr::backend::cuda::gpu_plan(&v).unwrap(),
+            _ => v.clone(),
+        };
+        let buffer = planned.epochs_per_buffer * v.layout.epoch_bytes();
         assert!(
             buffer as usize >= data.len(),
             "the whole stream fits in one staging buffer ({buffer} bytes): only the bound hands it on"

@@ -249,8 +249,10 @@ pub fn nvcomp_codec(
             .max_output_chunk_bytes(tile_bytes)
             .map_err(|e| gpu_err("nvCOMP output size", e))?;
         let chunk_stride = max_out.next_multiple_of(align.output.max(8));
+        // As the pipeline calls nvCOMP: at most this many tiles a call.
+        let per_call = super::sizes::chunks_per_call().clamp(1, n.max(1));
         let temp_bytes = compressor
-            .temp_bytes(n, tile_bytes, tiles.len())
+            .temp_bytes(per_call, tile_bytes, per_call * tile_bytes)
             .map_err(|e| gpu_err("nvCOMP temp size", e))?;
 
         let d_tiles = DeviceBuffer::new(n * tile_stride, "the nvCOMP ceiling's tiles")?;
@@ -287,27 +289,40 @@ pub fn nvcomp_codec(
         temp.zero_async(temp.bytes, &stream, "clearing nvCOMP's temp buffer")?;
         stream.sync(stage)?;
 
-        let batch = CompressBatch {
-            uncompressed_ptrs: in_ptrs.ptr,
-            uncompressed_bytes: in_sizes.ptr,
-            max_uncompressed_chunk_bytes: tile_bytes,
-            num_chunks: n,
-            temp: temp.ptr,
-            temp_bytes: temp.bytes,
-            compressed_ptrs: out_ptrs.ptr,
-            compressed_bytes: out_sizes.ptr,
-            statuses: statuses.ptr,
-        };
+        let last_shape = std::cell::Cell::new(per_call);
         let compress = |stage: &'static str| -> Result<()> {
-            // SAFETY: the context is current on this thread and owns every
-            // buffer; the pointer and size tables hold `n` entries naming
-            // `n` aligned tiles of `tile_bytes` and `n` aligned outputs of
-            // nvCOMP's maximum chunk size; the temp buffer was sized by
-            // nvCOMP for exactly this shape and zeroed before the first
-            // call; all of them outlive the stream's work (synchronised
-            // below before anything is dropped).
-            unsafe { compressor.compress_async(&batch, stream.0 as _) }
-                .map_err(|e| gpu_err(stage, e))
+            let mut first = 0;
+            while first < n {
+                let chunks = per_call.min(n - first);
+                if chunks != last_shape.get() {
+                    temp.zero_async(temp.bytes, &stream, "clearing nvCOMP's temp buffer")?;
+                    last_shape.set(chunks);
+                }
+                let at = |table: u64, width: usize| table + (first * width) as u64;
+                let batch = CompressBatch {
+                    uncompressed_ptrs: at(in_ptrs.ptr, 8),
+                    uncompressed_bytes: at(in_sizes.ptr, 8),
+                    max_uncompressed_chunk_bytes: tile_bytes,
+                    num_chunks: chunks,
+                    temp: temp.ptr,
+                    temp_bytes: temp.bytes,
+                    compressed_ptrs: at(out_ptrs.ptr, 8),
+                    compressed_bytes: at(out_sizes.ptr, 8),
+                    statuses: at(statuses.ptr, 4),
+                };
+                // SAFETY: the context is current on this thread and owns
+                // every buffer; the tables hold `n` entries naming `n`
+                // aligned tiles of `tile_bytes` and `n` aligned outputs of
+                // nvCOMP's maximum chunk size, and this call reads `chunks`
+                // of them from `first`; the temp buffer was sized by nvCOMP
+                // for calls of `per_call` tiles and is zeroed when the shape
+                // changes; all of them outlive the stream's work
+                // (synchronised below before anything is dropped).
+                unsafe { compressor.compress_async(&batch, stream.0 as _) }
+                    .map_err(|e| gpu_err(stage, e))?;
+                first += chunks;
+            }
+            Ok(())
         };
         let mut h_statuses = vec![0i32; n];
         let check = |h_statuses: &mut [i32], stage: &'static str| -> Result<()> {

@@ -215,7 +215,11 @@ impl Drop for DeviceBuffer {
 /// It keeps its context alive: a staging buffer may outlive the backend
 /// that allocated it.
 pub struct PinnedBuffer {
+    /// The first page boundary of the allocation at `base`: the driver
+    /// aligns small allocations to less than a page, and a reservation
+    /// promises one.
     ptr: *mut u8,
+    base: *mut u8,
     bytes: usize,
     device: sys::CUdevice,
     ctx: sys::CUcontext,
@@ -227,6 +231,14 @@ pub struct PinnedBuffer {
 unsafe impl Send for PinnedBuffer {}
 // SAFETY: shared references only read the bytes; writing needs `&mut`.
 unsafe impl Sync for PinnedBuffer {}
+
+/// The page size page-locked buffers start on.
+const PAGE: usize = 4096;
+
+/// What a page-locked buffer of `bytes` allocates: room to start on a page.
+fn alloc_bytes(bytes: usize) -> usize {
+    bytes.max(1).saturating_add(PAGE - 1)
+}
 
 impl PinnedBuffer {
     pub fn new(context: &Context, bytes: usize) -> Result<PinnedBuffer, Error> {
@@ -254,7 +266,7 @@ impl PinnedBuffer {
         let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(|e| gpu_err("retaining the context", e))?;
         // SAFETY: a plain allocation (flags 0: cached, not write-combined).
-        let ptr = match unsafe { result::malloc_host(bytes.max(1), 0) } {
+        let base = match unsafe { result::malloc_host(alloc_bytes(bytes), 0) } {
             Ok(p) => p,
             Err(e) => {
                 // SAFETY: balances the retain above.
@@ -264,9 +276,11 @@ impl PinnedBuffer {
                 )));
             }
         };
-        PINNED_BYTES.fetch_add(bytes as u64, Relaxed);
+        PINNED_BYTES.fetch_add(alloc_bytes(bytes) as u64, Relaxed);
+        let base = base as *mut u8;
         let mut b = PinnedBuffer {
-            ptr: ptr as *mut u8,
+            ptr: base.wrapping_add(base.align_offset(PAGE).min(PAGE - 1)),
+            base,
             bytes,
             device,
             ctx,
@@ -327,7 +341,8 @@ impl Drop for PinnedBuffer {
     fn drop(&mut self) {
         if self.recycle {
             let kept = PinnedBuffer {
-                ptr: std::mem::replace(&mut self.ptr, std::ptr::null_mut()),
+                ptr: self.ptr,
+                base: std::mem::replace(&mut self.base, std::ptr::null_mut()),
                 bytes: self.bytes,
                 device: self.device,
                 ctx: self.ctx,
@@ -336,13 +351,13 @@ impl Drop for PinnedBuffer {
             super::pinned_cache::give(kept);
             return;
         }
-        PINNED_BYTES.fetch_sub(self.bytes as u64, Relaxed);
+        PINNED_BYTES.fetch_sub(alloc_bytes(self.bytes) as u64, Relaxed);
         // SAFETY: the context is alive (retained in `new`); the memory was
         // allocated by malloc_host there and is freed once; then the retain
         // is balanced.
         unsafe {
             let _ = result::ctx::set_current(self.ctx);
-            let _ = result::free_host(self.ptr as *mut c_void);
+            let _ = result::free_host(self.base as *mut c_void);
             let _ = result::primary_ctx::release(self.device);
         }
     }

@@ -3,15 +3,18 @@
 //! the epochs of its batch (no copy on the host), and comes back here when
 //! the last of them lets go of it.
 
-use super::driver::{Context, PinnedBuffer};
+use super::driver::{Context, PinnedAllocator, PinnedBuffer};
 use crate::error::{Error, Result};
+use parking_lot::Mutex;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct OutputPool {
     free: Receiver<PinnedBuffer>,
     home: Sender<PinnedBuffer>,
+    /// Why the buffers allocated in the background did not all come.
+    failed: Arc<Mutex<Option<Error>>>,
 }
 
 /// A buffer out of the pool; dropping it sends it home.
@@ -40,25 +43,55 @@ impl Drop for Lease {
 const TAKE_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl OutputPool {
+    /// A pool of `count` buffers of `bytes`, allocated on a thread of
+    /// their own: the first batch needs one only when it is compressed, and
+    /// a stream's start should not wait for them.
     pub fn new(ctx: &Context, count: usize, bytes: usize) -> Result<OutputPool> {
         let (home, free) = channel();
-        for _ in 0..count {
-            home.send(PinnedBuffer::recycled(ctx, bytes)?)
-                .expect("the receiver is held here");
-        }
-        Ok(OutputPool { free, home })
+        let failed = Arc::new(Mutex::new(None));
+        let alloc = PinnedAllocator::new(ctx)?;
+        let (to, why) = (home.clone(), failed.clone());
+        std::thread::Builder::new()
+            .name("tz-output-alloc".into())
+            .spawn(move || {
+                for _ in 0..count {
+                    match alloc.recycled(bytes) {
+                        Ok(b) => {
+                            if to.send(b).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            *why.lock() = Some(e);
+                            return;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::Internal(format!("starting thread tz-output-alloc: {e}")))?;
+        Ok(OutputPool { free, home, failed })
     }
 
     /// A free buffer, waiting while the delivery thread still holds every
-    /// one of them (the back-pressure of a slow sink).
+    /// one of them (the back-pressure of a slow sink) or while they are
+    /// being allocated.
     pub fn take(&self) -> Result<PinnedBuffer> {
-        match self.free.recv_timeout(TAKE_TIMEOUT) {
-            Ok(b) => Ok(b),
-            Err(RecvTimeoutError::Timeout) => Err(Error::Internal(format!(
-                "no output buffer came back from the delivery thread in {} s: a sink call is stuck",
-                TAKE_TIMEOUT.as_secs()
-            ))),
-            Err(RecvTimeoutError::Disconnected) => unreachable!("the pool holds a sender"),
+        let deadline = Instant::now() + TAKE_TIMEOUT;
+        loop {
+            match self.free.recv_timeout(Duration::from_millis(100)) {
+                Ok(b) => return Ok(b),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => unreachable!("the pool holds a sender"),
+            }
+            if let Some(e) = self.failed.lock().take() {
+                return Err(e);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Internal(format!(
+                    "no output buffer came back from the delivery thread in {} s: a sink call is stuck",
+                    TAKE_TIMEOUT.as_secs()
+                )));
+            }
         }
     }
 
