@@ -252,11 +252,17 @@ class Stream:
     ``threads``
         CPU worker threads (0 = one per core).
     ``staging_bytes``
-        Host staging memory (default 1 GiB on the CPU, 3 GiB of page-locked
-        memory on the GPU); it holds at least two epochs (``tile[0]``
-        planes).
+        Host staging memory (default 1 GiB on the CPU, 1 GiB of page-locked
+        memory on the GPU in batches of 512 MiB); it holds at least two
+        epochs (``tile[0]`` planes).
     ``device``
         The GPU ordinal.
+    ``device_bytes``
+        A cap on the GPU's device memory: batches are made small enough.
+    ``max_latency_ms``
+        The latency bound (default 1000): a staging buffer goes to the
+        compressor when full or when its oldest whole epoch has waited this
+        long, so a slow stream's shards reach the sink in bounded time.
     ``ome``, ``multiscale``, ``storage_order``, ``attributes``
         An OME-Zarr image (OME-NGFF 0.5): ``"ome": True`` (or ``{"name":
         ...}``) makes the store a group whose ``zarr.json`` holds the OME

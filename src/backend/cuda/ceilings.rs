@@ -116,6 +116,57 @@ pub fn h2d_pinned(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling> 
     })
 }
 
+/// Times `reps` rounds of `bytes` copied to the device and `bytes` copied
+/// back at the same time (one `cuMemcpyHtoDAsync` and one
+/// `cuMemcpyDtoHAsync` on two streams, between CUDA events), after one
+/// untimed round: what a stream without compression moves over PCIe, its
+/// input in and its tiles out. The figure is bytes per second each way.
+pub fn pcie_duplex(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling> {
+    if bytes == 0 || reps == 0 {
+        return Err(Error::InvalidArgument(
+            "the duplex ceiling needs a non-empty copy and at least one run".into(),
+        ));
+    }
+    guarded("the PCIe duplex ceiling", || {
+        driver::driver_present().map_err(Error::BackendUnavailable)?;
+        // Declared first so that it is dropped last, after every buffer.
+        let ctx = Context::new(device)?;
+        let (up, down) = (Stream::new()?, Stream::new()?);
+        let mut host_in = PinnedBuffer::new(&ctx, bytes)?;
+        for (i, w) in host_in.as_mut_slice().chunks_mut(8).enumerate() {
+            let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+            w.copy_from_slice(&v[..w.len()]);
+        }
+        let mut host_out = PinnedBuffer::new(&ctx, bytes)?;
+        let dev_in = DeviceBuffer::new(bytes, "the duplex ceiling's input")?;
+        let dev_out = DeviceBuffer::new(bytes, "the duplex ceiling's output")?;
+        let (start, down_done, stop) = (Event::new()?, Event::new()?, Event::new()?);
+        let mut round = |stage: &'static str| -> Result<f64> {
+            start.record(&up, stage)?;
+            down.wait(&start, stage)?;
+            dev_in.upload_async(host_in.as_slice(), &up, stage)?;
+            dev_out.download_async(host_out.as_mut_slice(), &down, stage)?;
+            down_done.record(&down, stage)?;
+            up.wait(&down_done, stage)?;
+            stop.record(&up, stage)?;
+            stop.sync(stage)?;
+            start.seconds_until(&stop, stage)
+        };
+        round("PCIe duplex ceiling (warm-up)")?;
+        let mut seconds = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            seconds.push(round("PCIe duplex ceiling")?);
+        }
+        Ok(H2dCeiling {
+            device_name: ctx.name.clone(),
+            timings: Timings {
+                seconds,
+                bytes: bytes as u64,
+            },
+        })
+    })
+}
+
 /// How the host-copy ceiling copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostCopy {
@@ -249,10 +300,8 @@ pub fn nvcomp_codec(
             .max_output_chunk_bytes(tile_bytes)
             .map_err(|e| gpu_err("nvCOMP output size", e))?;
         let chunk_stride = max_out.next_multiple_of(align.output.max(8));
-        // As the pipeline calls nvCOMP: at most this many tiles a call.
-        let per_call = super::sizes::chunks_per_call().clamp(1, n.max(1));
         let temp_bytes = compressor
-            .temp_bytes(per_call, tile_bytes, per_call * tile_bytes)
+            .temp_bytes(n, tile_bytes, tiles.len())
             .map_err(|e| gpu_err("nvCOMP temp size", e))?;
 
         let d_tiles = DeviceBuffer::new(n * tile_stride, "the nvCOMP ceiling's tiles")?;
@@ -289,40 +338,27 @@ pub fn nvcomp_codec(
         temp.zero_async(temp.bytes, &stream, "clearing nvCOMP's temp buffer")?;
         stream.sync(stage)?;
 
-        let last_shape = std::cell::Cell::new(per_call);
+        let batch = CompressBatch {
+            uncompressed_ptrs: in_ptrs.ptr,
+            uncompressed_bytes: in_sizes.ptr,
+            max_uncompressed_chunk_bytes: tile_bytes,
+            num_chunks: n,
+            temp: temp.ptr,
+            temp_bytes: temp.bytes,
+            compressed_ptrs: out_ptrs.ptr,
+            compressed_bytes: out_sizes.ptr,
+            statuses: statuses.ptr,
+        };
         let compress = |stage: &'static str| -> Result<()> {
-            let mut first = 0;
-            while first < n {
-                let chunks = per_call.min(n - first);
-                if chunks != last_shape.get() {
-                    temp.zero_async(temp.bytes, &stream, "clearing nvCOMP's temp buffer")?;
-                    last_shape.set(chunks);
-                }
-                let at = |table: u64, width: usize| table + (first * width) as u64;
-                let batch = CompressBatch {
-                    uncompressed_ptrs: at(in_ptrs.ptr, 8),
-                    uncompressed_bytes: at(in_sizes.ptr, 8),
-                    max_uncompressed_chunk_bytes: tile_bytes,
-                    num_chunks: chunks,
-                    temp: temp.ptr,
-                    temp_bytes: temp.bytes,
-                    compressed_ptrs: at(out_ptrs.ptr, 8),
-                    compressed_bytes: at(out_sizes.ptr, 8),
-                    statuses: at(statuses.ptr, 4),
-                };
-                // SAFETY: the context is current on this thread and owns
-                // every buffer; the tables hold `n` entries naming `n`
-                // aligned tiles of `tile_bytes` and `n` aligned outputs of
-                // nvCOMP's maximum chunk size, and this call reads `chunks`
-                // of them from `first`; the temp buffer was sized by nvCOMP
-                // for calls of `per_call` tiles and is zeroed when the shape
-                // changes; all of them outlive the stream's work
-                // (synchronised below before anything is dropped).
-                unsafe { compressor.compress_async(&batch, stream.0 as _) }
-                    .map_err(|e| gpu_err(stage, e))?;
-                first += chunks;
-            }
-            Ok(())
+            // SAFETY: the context is current on this thread and owns every
+            // buffer; the pointer and size tables hold `n` entries naming
+            // `n` aligned tiles of `tile_bytes` and `n` aligned outputs of
+            // nvCOMP's maximum chunk size; the temp buffer was sized by
+            // nvCOMP for exactly this shape and zeroed before the first
+            // call; all of them outlive the stream's work (synchronised
+            // below before anything is dropped).
+            unsafe { compressor.compress_async(&batch, stream.0 as _) }
+                .map_err(|e| gpu_err(stage, e))
         };
         let mut h_statuses = vec![0i32; n];
         let check = |h_statuses: &mut [i32], stage: &'static str| -> Result<()> {

@@ -34,12 +34,12 @@ impl Compressor {
         unsafe { self.codec.before_compress(pools, kernels, s) }
     }
 
-    /// Enqueues one batch on `s`: batched compress calls over the first
+    /// Enqueues one batch on `s`: the batched compress call over the first
     /// `pools.chunks` tiles of tile-pool slot `slot` (filtered by
     /// [`Compressor::enqueue_filter`] before; their sizes into
-    /// `pools.sizes`), at most [`super::sizes::chunks_per_call`] each, and
-    /// the codec's framing. The temp buffer is cleared before a call whose
-    /// shape differs from the last call's: nvCOMP faults otherwise.
+    /// `pools.sizes`), and the codec's framing. The temp
+    /// buffer is cleared first when the shape differs from the last call's:
+    /// nvCOMP faults otherwise.
     pub fn enqueue(
         &mut self,
         slot: usize,
@@ -48,45 +48,36 @@ impl Compressor {
         s: &Stream,
         stage: &'static str,
     ) -> Result<()> {
+        let shape = (pools.chunks, pools.tile_bytes);
+        if self.last_shape != Some(shape) {
+            self.temp
+                .zero_async(self.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
+            self.last_shape = Some(shape);
+        }
         // A codec may write no stream (blosc at level 0 stores every chunk
         // as it is): its statuses must then read as success, not as what
         // the buffer held.
         self.statuses
             .zero_async(pools.chunks * 4, s, "clearing chunk statuses")?;
-        let per_call = super::sizes::chunks_per_call().max(1);
-        let mut first = 0;
-        while first < pools.chunks {
-            let chunks = per_call.min(pools.chunks - first);
-            let shape = (chunks, pools.tile_bytes);
-            if self.last_shape != Some(shape) {
-                self.temp
-                    .zero_async(self.temp.bytes, s, "clearing nvCOMP's temp buffer")?;
-                self.last_shape = Some(shape);
-            }
-            // The tables' entries from `first` on: 8-byte pointers and
-            // sizes, 4-byte statuses.
-            let at = |table: u64, width: usize| table + (first * width) as u64;
-            let batch = Batch {
-                tile_ptrs: at(self.in_ptrs[slot].ptr, 8),
-                tile_sizes: at(self.in_sizes.ptr, 8),
-                max_tile_bytes: pools.tile_bytes,
-                chunks,
-                temp: self.temp.ptr,
-                temp_bytes: self.temp.bytes,
-                chunk_ptrs: at(self.out_ptrs.ptr, 8),
-                chunk_sizes: at(pools.sizes, 8),
-                statuses: at(self.statuses.ptr, 4),
-            };
-            // SAFETY: every table and pool was sized at build time for a
-            // whole batch of chunks of this tile size (`first + chunks` is
-            // at most that), as the codec's sizes asked; the temp buffer was
-            // asked of nvCOMP for calls of at most `per_call` tiles and is
-            // cleared above when the shape changes, and the caller made the
-            // context current.
-            unsafe { self.codec.compress_async(&batch, s, stage)? };
-            first += chunks;
+        let batch = Batch {
+            tile_ptrs: self.in_ptrs[slot].ptr,
+            tile_sizes: self.in_sizes.ptr,
+            max_tile_bytes: pools.tile_bytes,
+            chunks: pools.chunks,
+            temp: self.temp.ptr,
+            temp_bytes: self.temp.bytes,
+            chunk_ptrs: self.out_ptrs.ptr,
+            chunk_sizes: pools.sizes,
+            statuses: self.statuses.ptr,
+        };
+        // SAFETY: every table and pool was sized at build time for a whole
+        // batch of chunks of this tile size (`chunks` is at most that), as
+        // the codec's sizes asked; the temp buffer was asked of nvCOMP for
+        // it and is cleared above when the shape changes, and the caller
+        // made the context current.
+        unsafe {
+            self.codec.compress_async(&batch, s, stage)?;
+            self.codec.after_compress(pools, kernels, s)
         }
-        // SAFETY: as above, over the whole batch.
-        unsafe { self.codec.after_compress(pools, kernels, s) }
     }
 }

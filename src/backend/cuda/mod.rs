@@ -774,6 +774,8 @@ impl Backend for CudaBackend {
         if let Some(p) = self.pending.take() {
             self.collect(p, metrics, spare, done)?;
         }
+        // What the stream holds is final at its flush.
+        self.outputs.wait_allocated();
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub struct OutputPool {
@@ -15,6 +16,7 @@ pub struct OutputPool {
     home: Sender<PinnedBuffer>,
     /// Why the buffers allocated in the background did not all come.
     failed: Arc<Mutex<Option<Error>>>,
+    allocating: Option<JoinHandle<()>>,
 }
 
 /// A buffer out of the pool; dropping it sends it home.
@@ -51,7 +53,7 @@ impl OutputPool {
         let failed = Arc::new(Mutex::new(None));
         let alloc = PinnedAllocator::new(ctx)?;
         let (to, why) = (home.clone(), failed.clone());
-        std::thread::Builder::new()
+        let allocating = std::thread::Builder::new()
             .name("tz-output-alloc".into())
             .spawn(move || {
                 for _ in 0..count {
@@ -69,7 +71,19 @@ impl OutputPool {
                 }
             })
             .map_err(|e| Error::Internal(format!("starting thread tz-output-alloc: {e}")))?;
-        Ok(OutputPool { free, home, failed })
+        Ok(OutputPool {
+            free,
+            home,
+            failed,
+            allocating: Some(allocating),
+        })
+    }
+
+    /// Waits until every buffer of the pool is allocated (or failed to be).
+    pub fn wait_allocated(&mut self) {
+        if let Some(t) = self.allocating.take() {
+            let _ = t.join();
+        }
     }
 
     /// A free buffer, waiting while the delivery thread still holds every
@@ -101,5 +115,13 @@ impl OutputPool {
             buffer: Some(buffer),
             home: self.home.clone(),
         })
+    }
+}
+
+impl Drop for OutputPool {
+    /// The allocating thread ends before the pool: every buffer it makes
+    /// is then in the pool (and freed, or kept for the next stream, with it).
+    fn drop(&mut self) {
+        self.wait_allocated();
     }
 }

@@ -10,19 +10,6 @@ fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }
 
-/// The most tiles one compressor call takes: a batch of more is
-/// compressed in several calls of at most this many, one after the other
-/// on the same temp buffer. nvCOMP's temp buffer grows with a call's tiles
-/// (about 175 KiB per 64 KiB tile for zstd), so this bounds the largest
-/// buffer of a stream; below a few thousand tiles a call no longer fills
-/// the GPU.
-pub fn chunks_per_call() -> usize {
-    std::env::var("TZ_EXP_CHUNKS_PER_CALL")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4096)
-}
-
 /// Byte sizes of one GPU stream's buffers (`epochs` epochs per batch).
 #[derive(Debug, Clone, Copy)]
 pub struct Sizes {
@@ -66,8 +53,7 @@ impl Sizes {
                 false,
             ),
             Some(c) => {
-                // The temp buffer serves one call: sized for the largest.
-                let z = c.sizes(chunks.min(chunks_per_call()), tile_bytes)?;
+                let z = c.sizes(chunks, tile_bytes)?;
                 (
                     round_up(tile_bytes, z.input_align.max(8)),
                     round_up(z.slot_bytes, z.slot_align.max(8)),

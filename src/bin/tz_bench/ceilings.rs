@@ -260,6 +260,8 @@ mod gpu {
     use tiledzarr::config::{BackendChoice, Codec, Validated};
 
     const H2D: &str = "h2d-pinned";
+    /// Without compression the stream's bytes cross PCIe both ways at once.
+    const DUPLEX: &str = "pcie-duplex";
     const HOST_COPY: &str = "host-copy";
     /// Thread counts and methods the host-copy notes compare.
     const COPY_SWEEP: [usize; 6] = [1, 4, 8, 12, 14, 16];
@@ -325,15 +327,36 @@ mod gpu {
                 ]
             }
         };
-        vec![
+        let mut out = vec![
             h2d(&plan),
             host_copy(&plan, frames),
             nvcomp(v, &plan, tiles),
-        ]
+        ];
+        if v.config.codec == Codec::None {
+            out.push(duplex(&plan));
+        }
+        out
+    }
+
+    fn duplex(plan: &Plan) -> Ceiling {
+        match cc::pcie_duplex(plan.device, H2D_BYTES, RUNS) {
+            Ok(c) => from_timings(
+                DUPLEX,
+                &c.timings,
+                c.timings.bytes,
+                format!(
+                    "{H2D_BYTES} bytes copied to the device and {H2D_BYTES} back at once (two \
+                     streams) on {}: GB/s each way, timed with CUDA events, best of {RUNS} after \
+                     one warm-up round; a stream without compression moves its bytes both ways",
+                    c.device_name
+                ),
+            ),
+            Err(e) => Ceiling::absent(DUPLEX, &format!("PCIe duplex copy failed: {e}")),
+        }
     }
 
     pub fn skipped(v: &Validated) -> Vec<Ceiling> {
-        vec![
+        let mut out = vec![
             Ceiling::absent(
                 H2D,
                 "not measured (--no-ceilings); pinned H2D copy of 1 GiB",
@@ -346,7 +369,14 @@ mod gpu {
                 &nvcomp_name(v),
                 "not measured (--no-ceilings); nvCOMP's compressor alone on the same tiles",
             ),
-        ]
+        ];
+        if v.config.codec == Codec::None {
+            out.push(Ceiling::absent(
+                DUPLEX,
+                "not measured (--no-ceilings); 1 GiB to the device and back at once",
+            ));
+        }
+        out
     }
 
     fn from_timings(name: &str, t: &cc::Timings, bytes: u64, notes: String) -> Ceiling {
