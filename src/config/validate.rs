@@ -32,7 +32,11 @@ const TARGET_BUFFER_BYTES: u64 = 64 << 20;
 /// with cam-32 (README): batches of 512 MiB, two of them (1 GiB of pinned
 /// staging), ingest at 0.94-0.95 of batches of 1 GiB with 5.2 GB of device
 /// memory instead of 9.3 and 2.2 GB of page-locked memory instead of 5.4.
-const GPU_TARGET_BUFFER_BYTES: u64 = 512 << 20;
+/// A larger budget buys larger batches: a third of it, up to 1 GiB (so
+/// that `staging_bytes` of 3 GiB gives the batches of 1 GiB of 0.4, about
+/// 6% faster for 9.3 GB of device memory).
+const GPU_MIN_TARGET_BUFFER_BYTES: u64 = 512 << 20;
+const GPU_MAX_TARGET_BUFFER_BYTES: u64 = 1 << 30;
 const GPU_DEFAULT_STAGING_BYTES: u64 = 1 << 30;
 /// Without compression no stage gains from large batches, and smaller ones
 /// fill and drain the pipeline sooner and even out the copies' jitter.
@@ -258,9 +262,12 @@ impl Validated {
             GPU_DEFAULT_STAGING_BYTES,
             match self.config.codec {
                 Codec::None => GPU_UNCOMPRESSED_BUFFER_BYTES,
-                Codec::Zstd { .. } | Codec::Blosc { .. } | Codec::Gzip { .. } => {
-                    GPU_TARGET_BUFFER_BYTES
-                }
+                Codec::Zstd { .. } | Codec::Blosc { .. } | Codec::Gzip { .. } => (self
+                    .config
+                    .staging_bytes
+                    .unwrap_or(GPU_DEFAULT_STAGING_BYTES)
+                    / 3)
+                .clamp(GPU_MIN_TARGET_BUFFER_BYTES, GPU_MAX_TARGET_BUFFER_BYTES),
             },
         )?;
         // Small tiles: bound the tiles of one call (the compressor's tables

@@ -303,6 +303,12 @@ impl PinnedBuffer {
         self.bytes == 0
     }
 
+    /// The page-locked bytes behind the buffer (its page alignment's room
+    /// included), as [`allocated`] counts them.
+    pub fn allocated_bytes(&self) -> usize {
+        alloc_bytes(self.bytes)
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `bytes` initialised bytes at `ptr`, owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }

@@ -31,13 +31,13 @@ pub fn take(device: sys::CUdevice, bytes: usize) -> Option<PinnedBuffer> {
         .iter()
         .rposition(|k| k.buffer.device() == device && k.buffer.len() == bytes)?;
     let kept = cache.swap_remove(i);
-    CACHED_BYTES.fetch_sub(bytes as u64, Relaxed);
+    CACHED_BYTES.fetch_sub(kept.buffer.allocated_bytes() as u64, Relaxed);
     Some(kept.buffer)
 }
 
 /// Keeps `buffer` for a later stream.
 pub fn give(buffer: PinnedBuffer) {
-    CACHED_BYTES.fetch_add(buffer.len() as u64, Relaxed);
+    CACHED_BYTES.fetch_add(buffer.allocated_bytes() as u64, Relaxed);
     CACHE.lock().push(Kept {
         buffer,
         since: Instant::now(),
@@ -57,7 +57,10 @@ pub fn give(buffer: PinnedBuffer) {
 /// Frees every cached buffer; returns the bytes freed.
 pub fn release() -> u64 {
     let freed: Vec<Kept> = std::mem::take(&mut *CACHE.lock());
-    let bytes: u64 = freed.iter().map(|k| k.buffer.len() as u64).sum();
+    let bytes: u64 = freed
+        .iter()
+        .map(|k| k.buffer.allocated_bytes() as u64)
+        .sum();
     CACHED_BYTES.fetch_sub(bytes, Relaxed);
     drop(freed);
     bytes
@@ -83,7 +86,10 @@ fn reap() {
             }
             old
         };
-        let bytes: u64 = freed.iter().map(|k| k.buffer.len() as u64).sum();
+        let bytes: u64 = freed
+            .iter()
+            .map(|k| k.buffer.allocated_bytes() as u64)
+            .sum();
         CACHED_BYTES.fetch_sub(bytes, Relaxed);
         // Freed outside the lock: freeing takes time.
         drop(freed);
