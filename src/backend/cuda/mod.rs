@@ -186,7 +186,6 @@ pub fn probe(v: &Validated) -> std::result::Result<(), String> {
 struct Slot {
     d_tiles: DeviceBuffer,
     d_offsets: DeviceBuffer,
-    d_aggregated: DeviceBuffer,
     /// Page-locked, so that copies into them do not block the host.
     h_offsets: PinnedBuffer,
     h_statuses: PinnedBuffer,
@@ -222,6 +221,10 @@ pub struct CudaBackend {
     has_edges: bool,
     compressor: Option<Compressor>,
     d_input: DeviceBuffer,
+    /// The shard-major bytes of a batch, one buffer for both slots: a
+    /// batch is aggregated into it only once the one before was copied out
+    /// (see `compress_batch`).
+    d_aggregated: DeviceBuffer,
     /// Pyramid level 1 of a batch, when the stream has a pyramid.
     level1: Option<pyramid::Level1>,
     d_chunks: DeviceBuffer,
@@ -299,7 +302,6 @@ impl CudaBackend {
             Ok(Slot {
                 d_tiles: DeviceBuffer::new(chunks * tile_stride, "the tile pool")?,
                 d_offsets: DeviceBuffer::new((positions + 1) * 8, "shard offsets")?,
-                d_aggregated: DeviceBuffer::new(chunks * out_stride, "shard-major chunks")?,
                 h_offsets: PinnedBuffer::new(&ctx, (positions + 1) * 8)?,
                 h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
                 h2d_start: Event::new()?,
@@ -327,6 +329,7 @@ impl CudaBackend {
             geometry,
             has_edges,
             d_input: DeviceBuffer::new(z.input, "staged input")?,
+            d_aggregated: DeviceBuffer::new(chunks * out_stride, "shard-major chunks")?,
             level1: pyramid::Level1::new(v, epochs as u64)?,
             d_chunks,
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
@@ -478,12 +481,10 @@ impl CudaBackend {
         sl.scattered.record(s, "scatter")
     }
 
-    /// Compute stream: compress `slot`'s pool, aggregate by shard into the
-    /// slot, and copy its offsets and chunk statuses back.
+    /// Compute stream: compress `slot`'s pool and copy the chunk statuses
+    /// back.
     fn enqueue_compress(&mut self, slot: usize, epochs: usize) -> Result<()> {
-        let m = self.layout.tiles_per_epoch() as usize;
-        let chunks = epochs * m;
-        let len = self.layout.shard_major_len() as usize;
+        let chunks = epochs * self.layout.tiles_per_epoch() as usize;
         if self.strikes(faults::Fault::CompressFails) {
             return Err(gpu_err("compress", "injected failure (a test armed it)"));
         }
@@ -491,23 +492,31 @@ impl CudaBackend {
         let s = &self.compute;
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
-        let (pool, pool_stride) = match &mut self.compressor {
-            Some(c) => {
-                c.enqueue(slot, &pools, &self.kernels, s, "compress")?;
-                c.statuses.download_async(
-                    &mut sl.h_statuses.as_i32s_mut()[..chunks],
-                    s,
-                    "compress",
-                )?;
-                // The gather reads each finished chunk from its start.
-                (
-                    self.d_chunks.ptr + self.chunk_start as u64,
-                    self.chunk_stride as u64,
-                )
-            }
-            None => (sl.d_tiles.ptr, self.tile_stride as u64),
+        if let Some(c) = &mut self.compressor {
+            c.enqueue(slot, &pools, &self.kernels, s, "compress")?;
+            c.statuses
+                .download_async(&mut sl.h_statuses.as_i32s_mut()[..chunks], s, "compress")?;
+        }
+        sl.compressed.record(s, "compress")
+    }
+
+    /// Compute stream, after the compression of `slot`'s batch: aggregate
+    /// by shard into `d_aggregated` (free: the batch before was copied out)
+    /// and copy the offsets back.
+    fn enqueue_aggregate(&mut self, slot: usize, epochs: usize) -> Result<()> {
+        let m = self.layout.tiles_per_epoch() as usize;
+        let chunks = epochs * m;
+        let len = self.layout.shard_major_len() as usize;
+        let (pool, pool_stride) = match &self.compressor {
+            // The gather reads each finished chunk from its start.
+            Some(_) => (
+                self.d_chunks.ptr + self.chunk_start as u64,
+                self.chunk_stride as u64,
+            ),
+            None => (self.slots[slot].d_tiles.ptr, self.tile_stride as u64),
         };
-        sl.compressed.record(s, "compress")?;
+        let s = &self.compute;
+        let sl = &mut self.slots[slot];
         let positions = epochs * len;
         sl.d_offsets
             .zero_async((positions + 1) * 8, s, "aggregate")?;
@@ -515,7 +524,7 @@ impl CudaBackend {
             self.d_sizes.ptr,
             self.d_perm.ptr,
             sl.d_offsets.ptr,
-            sl.d_aggregated.ptr,
+            self.d_aggregated.ptr,
         );
         let (mut m_arg, mut len_arg, mut count) = (m as u64, len as u64, chunks as u64);
         let (mut pool_ptr, mut stride) = (pool, pool_stride);
@@ -603,7 +612,7 @@ impl CudaBackend {
         let total = sl.h_offsets.as_u64s()[positions] as usize;
         let t = Instant::now();
         let mut host = self.outputs.take()?;
-        sl.d_aggregated.download_async(
+        self.d_aggregated.download_async(
             &mut host.as_mut_slice()[..total],
             &self.output,
             "D2H copy",
@@ -714,9 +723,14 @@ impl Backend for CudaBackend {
             first_epoch: job.first_epoch,
             epochs,
         });
-        if let Some(p) = previous {
-            self.collect(p, job.metrics, spare, done)?;
-        }
+        // While this batch compresses, the previous one is copied out of
+        // the aggregated buffer; then this one may be aggregated into it.
+        let collected = match previous {
+            Some(p) => self.collect(p, job.metrics, spare, done).map(|_| ()),
+            None => Ok(()),
+        };
+        self.enqueue_aggregate(slot, epochs)?;
+        collected?;
         self.slots[slot].h2d_end.sync("H2D copy")
     }
 

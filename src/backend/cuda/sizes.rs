@@ -87,8 +87,8 @@ impl Sizes {
         })
     }
 
-    /// Device memory: input, two tile pools, compressed chunks, per-chunk
-    /// tables, two aggregated outputs with their offsets, the permutation,
+    /// Device memory: input, two tile pools with their offsets, compressed
+    /// chunks, per-chunk tables, one aggregated output, the permutation,
     /// nvCOMP's temp buffer and the codec's two scratch pools.
     pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
         let c = self.chunks;
@@ -102,9 +102,10 @@ impl Sizes {
         } else {
             0
         };
-        let per_slot = c * self.tile_stride + (self.shard_positions + 1) * 8 + c * self.out_stride;
+        let per_slot = c * self.tile_stride + (self.shard_positions + 1) * 8;
         (self.input
             + 2 * per_slot
+            + c * self.out_stride
             + chunks
             + c * 8
             + tiles_per_epoch * 8
