@@ -57,3 +57,53 @@ fn a_stream_allocates_what_the_plan_says() {
         );
     }
 }
+
+/// `device_bytes` caps the plan: the batches shrink until the plan fits,
+/// the stream allocates no more than the cap, and a cap below one epoch's
+/// batch is refused naming the numbers.
+#[test]
+#[ignore = "needs a GPU: scripts/gpu-run.sh"]
+fn device_bytes_caps_the_plan() {
+    let json = |cap: &str| {
+        format!(
+            r#"{{"dtype": "uint16", "backend": "gpu", {cap} "dimensions": [
+                {{"size": 0, "tile": 8, "tiles_per_shard": 1}},
+                {{"size": 1024, "tile": 64, "tiles_per_shard": 8}},
+                {{"size": 1024, "tile": 64, "tiles_per_shard": 8}}]}}"#
+        )
+    };
+    let free = Config::from_json(&json("")).unwrap().validate().unwrap();
+    let (_, uncapped) = backend::estimate(&free).unwrap();
+    let cap = uncapped.device_bytes / 2;
+    let capped = Config::from_json(&json(&format!(r#""device_bytes": {cap},"#))).unwrap();
+    let (_, plan) = backend::estimate(&capped.validate().unwrap()).unwrap();
+    assert!(
+        plan.device_bytes <= cap,
+        "plan {} over the cap {cap}",
+        plan.device_bytes
+    );
+    let (d0, _) = cuda::allocated();
+    let mut stream =
+        tiledzarr::Stream::new(&capped, Some(Box::new(tiledzarr::sink::Discard))).unwrap();
+    stream.finish().unwrap();
+    let used = cuda::allocated().0 - d0;
+    assert!(used <= cap, "allocated {used} over the cap {cap}");
+    println!(
+        "cap {cap}: plan {} allocated {used} (uncapped {})",
+        plan.device_bytes, uncapped.device_bytes
+    );
+    drop(stream);
+
+    let tiny = Config::from_json(&json(r#""device_bytes": 1000000,"#)).unwrap();
+    let e = backend::estimate(&tiny.validate().unwrap()).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, tiledzarr::Error::OutOfMemory(_)), "{msg}");
+    assert!(
+        msg.contains("device_bytes is 1000000") && msg.contains("smallest batch"),
+        "{msg}"
+    );
+    let e = tiledzarr::Stream::new(&tiny, Some(Box::new(tiledzarr::sink::Discard)))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("device_bytes"), "{e}");
+}
