@@ -4,7 +4,7 @@
 //! and their bounds are the back-pressure that finally makes `write` busy.
 
 use super::pyramid::{Outlet, Pyramid};
-use super::{Shared, Stage};
+use super::{Metrics, Shared, Stage};
 use crate::backend::cpu::downsample::PlaneReduction;
 use crate::backend::{Backend, BatchJob, StagingBuffer};
 use crate::error::{Error, Result};
@@ -17,6 +17,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+/// Where a backend takes output objects from, and hands epochs to.
+type Spare<'a> = &'a mut dyn FnMut() -> CompressedEpoch;
+type Done<'a> = &'a mut dyn FnMut(CompressedEpoch) -> bool;
 
 /// How often the compute thread, while no batch comes, looks for a
 /// batch's results the backend holds (the latency bound).
@@ -273,14 +277,25 @@ impl ComputeThread {
 
     /// Hands on a batch the backend holds whose results are back.
     fn collect_ready(&mut self) {
+        self.hand_on_held(|b, m, spare, done| b.collect_ready(m, spare, done));
+    }
+
+    /// Runs `f` (the backend's `collect_ready` or `drain`) with the
+    /// delivery thread's spares and queue, unless the stream is poisoned
+    /// or abandoned.
+    fn hand_on_held(
+        &mut self,
+        f: impl FnOnce(&mut dyn Backend, &Metrics, Spare, Done) -> Result<()>,
+    ) {
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return;
         }
         let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
         let shared = &self.shared;
-        let backend = &mut self.backend;
+        let backend = &mut *self.backend;
         guarded(shared, "compute", || {
-            backend.collect_ready(
+            f(
+                backend,
                 &shared.metrics,
                 &mut || spares.lock().try_recv().unwrap_or_default(),
                 &mut |out| send(deliveries, 0, out),
@@ -328,19 +343,7 @@ impl ComputeThread {
 
     /// Collects what the backend still holds at the end of the stream.
     fn drain(&mut self) {
-        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
-            return;
-        }
-        let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
-        let shared = &self.shared;
-        let backend = &mut self.backend;
-        guarded(shared, "compute", || {
-            backend.drain(
-                &shared.metrics,
-                &mut || spares.lock().try_recv().unwrap_or_default(),
-                &mut |out| send(deliveries, 0, out),
-            )
-        });
+        self.hand_on_held(|b, m, spare, done| b.drain(m, spare, done));
     }
 
     /// Compresses the epochs holding data and passes them on, unless the

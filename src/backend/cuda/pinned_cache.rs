@@ -56,13 +56,18 @@ pub fn give(buffer: PinnedBuffer) {
 
 /// Frees every cached buffer; returns the bytes freed.
 pub fn release() -> u64 {
-    let freed: Vec<Kept> = std::mem::take(&mut *CACHE.lock());
-    let bytes: u64 = freed
+    free(std::mem::take(&mut *CACHE.lock()))
+}
+
+/// Frees buffers taken out of the cache (outside its lock: freeing takes
+/// time); returns the bytes freed.
+fn free(buffers: Vec<Kept>) -> u64 {
+    let bytes: u64 = buffers
         .iter()
         .map(|k| k.buffer.allocated_bytes() as u64)
         .sum();
     CACHED_BYTES.fetch_sub(bytes, Relaxed);
-    drop(freed);
+    drop(buffers);
     bytes
 }
 
@@ -86,13 +91,7 @@ fn reap() {
             }
             old
         };
-        let bytes: u64 = freed
-            .iter()
-            .map(|k| k.buffer.allocated_bytes() as u64)
-            .sum();
-        CACHED_BYTES.fetch_sub(bytes, Relaxed);
-        // Freed outside the lock: freeing takes time.
-        drop(freed);
+        free(freed);
         if !REAPER.load(Relaxed) {
             return;
         }
