@@ -88,6 +88,7 @@ impl Paced {
         let summary = s.finish().unwrap();
         let arrived = arrivals.lock().unwrap();
         let bound = Duration::from_millis(self.max_latency_ms) + self.margin;
+        let mut waits = Vec::new();
         for (row, done) in completed.iter().enumerate() {
             let rows: Vec<_> = arrived
                 .iter()
@@ -99,17 +100,20 @@ impl Paced {
                 shards_per_row,
                 "row {row}: shards missing"
             );
-            let last = rows.iter().max().unwrap();
+            let last = *rows.iter().max().unwrap();
             assert!(
-                *last < before_flush,
+                last < before_flush,
                 "row {row} reached the sink only with the flush"
             );
             let waited = last.saturating_duration_since(*done);
+            eprintln!("row {row}: {waited:?} after its last byte");
+            waits.push(waited);
+        }
+        for (row, waited) in waits.iter().enumerate() {
             assert!(
-                waited <= bound,
+                *waited <= bound,
                 "row {row} reached the sink {waited:?} after its last byte, more than {bound:?}"
             );
-            eprintln!("row {row}: {waited:?} after its last byte");
         }
         let shards: HashMap<Vec<u64>, Vec<u8>> = arrived
             .iter()
@@ -155,7 +159,10 @@ fn a_50_mb_per_s_stream_meets_the_bound_on_the_gpu() {
         rate: 50e6,
         piece: 2048 * 2048 * 2,
         max_latency_ms: 1000,
-        margin: Duration::from_millis(500),
+        // A row of 256 MiB of random bytes: compressed, checksummed and
+        // copied by the test's sink; a process's first stream also loads
+        // its kernels.
+        margin: Duration::from_millis(1000),
     }
     .run("gpu");
 }
