@@ -35,6 +35,13 @@ fn add_nvcomp_search_dir(dir: std::path::PathBuf) {
     tiledzarr::backend::add_nvcomp_search_dir(dir);
 }
 
+/// Frees the page-locked memory kept for the process's next GPU stream;
+/// returns the bytes freed.
+#[pyfunction]
+fn release_cached_memory() -> u64 {
+    tiledzarr::release_cached_memory()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -42,5 +49,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sink::PyShard>()?;
     m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
     m.add_function(wrap_pyfunction!(add_nvcomp_search_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(release_cached_memory, m)?)?;
     Ok(())
 }

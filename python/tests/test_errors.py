@@ -60,6 +60,8 @@ def test_one_class_per_status_of_the_c_api():
         (lambda c: c["codec"].update(level=99), "codec"),
         (lambda c: c.update(threads=-1), "threads"),
         (lambda c: c["store"].update(overwrite="yes"), "store.overwrite"),
+        (lambda c: c.update(max_latency_ms=0), "max_latency_ms"),
+        (lambda c: c.update(device_bytes=0), "device_bytes"),
     ],
 )
 def test_config_errors_name_the_field(store, change, field):
@@ -286,3 +288,10 @@ def test_bad_timeout(store):
     with tiledzarr.Stream(config(store)) as s:
         with pytest.raises(tiledzarr.InvalidArgumentError, match="timeout"):
             s.write_all(b"ab", timeout=-1)
+
+
+def test_release_cached_memory_frees_everything_at_once():
+    first = tiledzarr.release_cached_memory()
+    assert isinstance(first, int) and first >= 0
+    # Whatever GPU streams left, the first call freed it all.
+    assert tiledzarr.release_cached_memory() == 0

@@ -56,6 +56,7 @@ __all__ = [
     "Metrics",
     "MemoryPlan",
     "estimate_memory",
+    "release_cached_memory",
     "nvcomp_search_dirs",
     "__version__",
     "TiledZarrError",
@@ -204,6 +205,14 @@ def estimate_memory(config: Optional[ConfigLike] = None, /, **kwargs: Any) -> Me
     it would run on, computed without creating it (nothing is allocated).
     Raises ConfigError for a bad configuration."""
     return MemoryPlan(**_native.estimate_memory(_config_json(config, kwargs)))
+
+
+def release_cached_memory() -> int:
+    """Frees the page-locked memory the process keeps for its next GPU
+    stream (a finished GPU stream's staging and output buffers, kept 30 s
+    so that a stream created meanwhile starts without allocating them);
+    returns the bytes freed (0 without a GPU)."""
+    return int(_native.release_cached_memory())
 
 
 #: Streams still open, closed at interpreter exit while their threads can
