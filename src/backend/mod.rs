@@ -33,15 +33,10 @@ pub struct BatchJob<'a> {
 }
 
 pub trait Backend: Send {
-    /// Memory for one staging buffer (page-locked for the GPU), starting
-    /// on a page boundary (a reservation hands it to DMA engines).
-    fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
-        host_staging(bytes)
-    }
-
-    /// Allocates staging buffers as `alloc_staging` does, on another
-    /// thread (a stream's buffers after the first are allocated in the
-    /// background while its first writes land).
+    /// What allocates this backend's staging buffers (page-locked for the
+    /// GPU), each starting on a page boundary (a reservation hands it to
+    /// DMA engines), on any thread: a stream allocates its first buffer at
+    /// create and the others in the background while its first writes land.
     fn staging_allocator(&self) -> Result<StagingAllocator> {
         Ok(Box::new(host_staging))
     }
@@ -92,6 +87,12 @@ pub trait Backend: Send {
         _out: &mut [u8],
     ) -> Result<bool> {
         Ok(false)
+    }
+
+    /// Whether `compress_batch` left a batch whose results are still to be
+    /// handed on (what `collect_ready` polls for).
+    fn holds_batch(&self) -> bool {
+        false
     }
 
     /// Hands on a batch `compress_batch` still holds if its results are

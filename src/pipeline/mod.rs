@@ -378,11 +378,9 @@ impl Parts {
             })
             .collect::<Result<_>>()?;
         let pyramid = Pyramid::new(&v)?;
-        let staging = backend.alloc_staging(buffer_bytes)?;
-        let more_staging = match v.staging_buffers {
-            0 | 1 => None,
-            _ => Some(backend.staging_allocator()?),
-        };
+        let mut alloc = backend.staging_allocator()?;
+        let staging = alloc(buffer_bytes)?;
+        let more_staging = (v.staging_buffers > 1).then_some(alloc);
         Ok(Parts {
             v,
             backend,

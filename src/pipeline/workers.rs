@@ -25,6 +25,9 @@ type Done<'a> = &'a mut dyn FnMut(CompressedEpoch) -> bool;
 /// How often the compute thread, while no batch comes, looks for a
 /// batch's results the backend holds (the latency bound).
 const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+/// How long it sleeps while the backend holds nothing (woken at once by a
+/// batch).
+const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Work for the compute thread.
 pub enum Job {
@@ -228,7 +231,13 @@ impl ComputeThread {
     /// Runs the jobs; returns the pyramid's link (its thread still to join).
     fn work(&mut self, mut link: Option<PyramidLink>) -> Option<PyramidLink> {
         loop {
-            let job = match self.jobs.recv_timeout(IDLE_POLL) {
+            // Only a backend holding a batch has anything to poll for.
+            let wait = if self.backend.holds_batch() {
+                IDLE_POLL
+            } else {
+                IDLE_WAIT
+            };
+            let job = match self.jobs.recv_timeout(wait) {
                 Ok(job) => job,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.collect_ready();

@@ -77,41 +77,17 @@ impl NvcompCeiling {
 /// memory (one `cuMemcpyHtoDAsync` each, on one stream, between two CUDA
 /// events), after one untimed copy.
 pub fn h2d_pinned(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling> {
-    if bytes == 0 || reps == 0 {
-        return Err(Error::InvalidArgument(
-            "the H2D ceiling needs a non-empty copy and at least one run".into(),
-        ));
-    }
-    guarded("the H2D ceiling", || {
-        driver::driver_present().map_err(Error::BackendUnavailable)?;
-        // Declared first so that it is dropped last, after every buffer.
-        let ctx = Context::new(device)?;
+    copy_ceiling("the H2D ceiling", device, bytes, reps, |ctx| {
         let stream = Stream::new()?;
-        let mut host = PinnedBuffer::new(&ctx, bytes)?;
-        // The copy does not look at the bytes; they are not left constant
-        // all the same.
-        for (i, w) in host.as_mut_slice().chunks_mut(8).enumerate() {
-            let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
-            w.copy_from_slice(&v[..w.len()]);
-        }
+        let host = patterned_pinned(ctx, bytes)?;
         let dev = DeviceBuffer::new(bytes, "the H2D ceiling")?;
         let (start, stop) = (Event::new()?, Event::new()?);
-        dev.upload_async(host.as_slice(), &stream, "H2D ceiling (warm-up)")?;
-        stream.sync("H2D ceiling (warm-up)")?;
-        let mut seconds = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            start.record(&stream, "H2D ceiling")?;
-            dev.upload_async(host.as_slice(), &stream, "H2D ceiling")?;
-            stop.record(&stream, "H2D ceiling")?;
-            stop.sync("H2D ceiling")?;
-            seconds.push(start.seconds_until(&stop, "H2D ceiling")?);
-        }
-        Ok(H2dCeiling {
-            device_name: ctx.name.clone(),
-            timings: Timings {
-                seconds,
-                bytes: bytes as u64,
-            },
+        timed_rounds(reps, "H2D ceiling", |stage| {
+            start.record(&stream, stage)?;
+            dev.upload_async(host.as_slice(), &stream, stage)?;
+            stop.record(&stream, stage)?;
+            stop.sync(stage)?;
+            start.seconds_until(&stop, stage)
         })
     })
 }
@@ -122,26 +98,14 @@ pub fn h2d_pinned(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling> 
 /// untimed round: what a stream without compression moves over PCIe, its
 /// input in and its tiles out. The figure is bytes per second each way.
 pub fn pcie_duplex(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling> {
-    if bytes == 0 || reps == 0 {
-        return Err(Error::InvalidArgument(
-            "the duplex ceiling needs a non-empty copy and at least one run".into(),
-        ));
-    }
-    guarded("the PCIe duplex ceiling", || {
-        driver::driver_present().map_err(Error::BackendUnavailable)?;
-        // Declared first so that it is dropped last, after every buffer.
-        let ctx = Context::new(device)?;
+    copy_ceiling("the PCIe duplex ceiling", device, bytes, reps, |ctx| {
         let (up, down) = (Stream::new()?, Stream::new()?);
-        let mut host_in = PinnedBuffer::new(&ctx, bytes)?;
-        for (i, w) in host_in.as_mut_slice().chunks_mut(8).enumerate() {
-            let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
-            w.copy_from_slice(&v[..w.len()]);
-        }
-        let mut host_out = PinnedBuffer::new(&ctx, bytes)?;
+        let host_in = patterned_pinned(ctx, bytes)?;
+        let mut host_out = PinnedBuffer::new(ctx, bytes)?;
         let dev_in = DeviceBuffer::new(bytes, "the duplex ceiling's input")?;
         let dev_out = DeviceBuffer::new(bytes, "the duplex ceiling's output")?;
         let (start, down_done, stop) = (Event::new()?, Event::new()?, Event::new()?);
-        let mut round = |stage: &'static str| -> Result<f64> {
+        timed_rounds(reps, "PCIe duplex ceiling", |stage| {
             start.record(&up, stage)?;
             down.wait(&start, stage)?;
             dev_in.upload_async(host_in.as_slice(), &up, stage)?;
@@ -151,12 +115,29 @@ pub fn pcie_duplex(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling>
             stop.record(&up, stage)?;
             stop.sync(stage)?;
             start.seconds_until(&stop, stage)
-        };
-        round("PCIe duplex ceiling (warm-up)")?;
-        let mut seconds = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            seconds.push(round("PCIe duplex ceiling")?);
-        }
+        })
+    })
+}
+
+/// A copy ceiling of `bytes`, `reps` timed rounds: `measure` gets the
+/// device's context and returns each round's seconds.
+fn copy_ceiling(
+    what: &str,
+    device: u32,
+    bytes: usize,
+    reps: usize,
+    measure: impl FnOnce(&Context) -> Result<Vec<f64>>,
+) -> Result<H2dCeiling> {
+    if bytes == 0 || reps == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{what} needs a non-empty copy and at least one run"
+        )));
+    }
+    guarded(what, || {
+        driver::driver_present().map_err(Error::BackendUnavailable)?;
+        // Outlives every buffer `measure` allocates.
+        let ctx = Context::new(device)?;
+        let seconds = measure(&ctx)?;
         Ok(H2dCeiling {
             device_name: ctx.name.clone(),
             timings: Timings {
@@ -165,6 +146,27 @@ pub fn pcie_duplex(device: u32, bytes: usize, reps: usize) -> Result<H2dCeiling>
             },
         })
     })
+}
+
+/// Page-locked memory holding a non-constant pattern: the copies do not
+/// look at the bytes, but they are not left constant all the same.
+fn patterned_pinned(ctx: &Context, bytes: usize) -> Result<PinnedBuffer> {
+    let mut host = PinnedBuffer::new(ctx, bytes)?;
+    for (i, w) in host.as_mut_slice().chunks_mut(8).enumerate() {
+        let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+        w.copy_from_slice(&v[..w.len()]);
+    }
+    Ok(host)
+}
+
+/// One untimed round, then `reps` timed ones: their seconds.
+fn timed_rounds(
+    reps: usize,
+    stage: &'static str,
+    mut round: impl FnMut(&'static str) -> Result<f64>,
+) -> Result<Vec<f64>> {
+    round(stage)?;
+    (0..reps).map(|_| round(stage)).collect()
 }
 
 /// How the host-copy ceiling copies.

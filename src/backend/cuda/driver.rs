@@ -246,19 +246,6 @@ impl PinnedBuffer {
         PinnedBuffer::on_device(context.device, bytes)
     }
 
-    /// A buffer for `context` from the process's cache (a stream before
-    /// this one left it there), else a new one; either way it goes back to
-    /// the cache when dropped. For the large buffers of a stream: staging
-    /// and the output pool.
-    pub fn recycled(context: &Context, bytes: usize) -> Result<PinnedBuffer, Error> {
-        let mut b = match super::pinned_cache::take(context.device, bytes) {
-            Some(b) => b,
-            None => PinnedBuffer::new(context, bytes)?,
-        };
-        b.recycle = true;
-        Ok(b)
-    }
-
     /// The device's primary context must be current on this thread.
     fn on_device(device: sys::CUdevice, bytes: usize) -> Result<PinnedBuffer, Error> {
         // SAFETY: retains the primary context current on this thread; the
@@ -393,7 +380,10 @@ impl PinnedAllocator {
         })
     }
 
-    /// As [`PinnedBuffer::recycled`], on the calling thread.
+    /// A buffer from the process's cache (a stream before this one left
+    /// it there), else a new one; either way it goes back to the cache
+    /// when dropped. For the large buffers of a stream: staging and the
+    /// output pool.
     pub fn recycled(&self, bytes: usize) -> Result<PinnedBuffer, Error> {
         let mut b = match super::pinned_cache::take(self.device, bytes) {
             Some(b) => b,

@@ -683,12 +683,6 @@ fn secs(s: f64) -> std::time::Duration {
 }
 
 impl Backend for CudaBackend {
-    fn alloc_staging(&self, bytes: usize) -> Result<StagingBuffer> {
-        Ok(StagingBuffer::Pinned(PinnedBuffer::recycled(
-            &self.ctx, bytes,
-        )?))
-    }
-
     fn staging_allocator(&self) -> Result<super::StagingAllocator> {
         let alloc = driver::PinnedAllocator::new(&self.ctx)?;
         Ok(Box::new(move |bytes| {
@@ -756,6 +750,10 @@ impl Backend for CudaBackend {
             out,
         )?;
         Ok(true)
+    }
+
+    fn holds_batch(&self) -> bool {
+        self.pending.is_some()
     }
 
     fn collect_ready(
