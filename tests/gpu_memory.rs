@@ -5,9 +5,13 @@
 use tiledzarr::backend::{self, cuda};
 use tiledzarr::Config;
 
+/// The tests measure the process's GPU allocations: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 #[ignore = "needs a GPU: scripts/gpu-run.sh"]
 fn a_stream_allocates_what_the_plan_says() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (codec, tile) in [
         (r#"{"name": "zstd", "level": 1}"#, 32),
         (r#"{"name": "none"}"#, 64),
@@ -64,6 +68,7 @@ fn a_stream_allocates_what_the_plan_says() {
 #[test]
 #[ignore = "needs a GPU: scripts/gpu-run.sh"]
 fn device_bytes_caps_the_plan() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let json = |cap: &str| {
         format!(
             r#"{{"dtype": "uint16", "backend": "gpu", {cap} "dimensions": [
