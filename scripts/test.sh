@@ -26,11 +26,14 @@
 # Set-up included: cmake, pkg-config and valgrind where missing
 # (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh), the
 # S3 server (scripts/setup-s3-server.sh).
-set -euo pipefail
+set -Eeuo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 step() { printf '\n=== %s\n' "$*" >&2; }
+# Whatever fails, say which command did: some (grep -q, a test binary
+# killed early) print nothing of their own.
+trap 'echo "scripts/test.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >&2' ERR
 
 step "set-up: system tools, Rust components, Python venv"
 scripts/setup-tools.sh
@@ -156,7 +159,8 @@ for f in include/tiledzarr.h include/tiledzarr.hpp lib/libtiledzarr.a "lib/libti
     lib/cmake/TiledZarr/TiledZarrConfigVersion.cmake lib/pkgconfig/tiledzarr.pc; do
     [[ -e "$prefix/$f" ]] || { echo "missing from the install: $f" >&2; exit 1; }
 done
-objdump -p "$prefix/lib/libtiledzarr.so.$version" | grep -q 'SONAME *libtiledzarr.so.0'
+soname=$(objdump -p "$prefix/lib/libtiledzarr.so.$version")
+grep -q 'SONAME *libtiledzarr.so.0' <<<"$soname"
 
 # Runs the four examples built in $1 and reads their stores back.
 run_examples() {
@@ -178,10 +182,17 @@ for kind in shared static; do
     static=OFF; [[ $kind == static ]] && static=ON
     cmake -S tests/downstream -B "$work/ds-$kind" -DCMAKE_PREFIX_PATH="$prefix" -DTiledZarr_USE_STATIC=$static
     cmake --build "$work/ds-$kind"
+    # The whole of ldd's output first: it prints line by line, and a
+    # `grep -q` that stops reading at the first match can kill it mid-way.
+    linked=$(ldd "$work/ds-$kind/stream_to_store")
     if [[ $kind == static ]]; then
-        ! ldd "$work/ds-$kind/stream_to_store" | grep -q libtiledzarr
+        if grep -q libtiledzarr <<<"$linked"; then
+            printf 'the static build links libtiledzarr dynamically:\n%s\n' "$linked" >&2
+            exit 1
+        fi
     else
-        ldd "$work/ds-$kind/stream_to_store" | grep -q "libtiledzarr.so.0 => $prefix/lib"
+        grep -q "libtiledzarr.so.0 => $prefix/lib" <<<"$linked" ||
+            { printf 'expected libtiledzarr.so.0 from %s/lib:\n%s\n' "$prefix" "$linked" >&2; exit 1; }
     fi
     mkdir -p "$work/out-$kind"
     run_examples "$work/ds-$kind" "$work/out-$kind"
