@@ -30,6 +30,18 @@ pub struct BatchJob<'a> {
     pub epochs: usize,
     pub cancel: &'a AtomicBool,
     pub metrics: &'a Metrics,
+    /// Pyramid level 1 of this batch, for a backend that reduces it where
+    /// the batch already is (then fetched by [`Backend::reduce_batch`]).
+    pub level1: Option<Level1Job<'a>>,
+}
+
+/// Pyramid level 1 of a batch: its first `planes` planes reduced by
+/// `reduction` (in pairs along dimension 0 with `pairs`).
+#[derive(Clone, Copy)]
+pub struct Level1Job<'a> {
+    pub reduction: &'a cpu::downsample::PlaneReduction,
+    pub planes: usize,
+    pub pairs: bool,
 }
 
 pub trait Backend: Send {
@@ -75,10 +87,11 @@ pub trait Backend: Send {
         Ok(())
     }
 
-    /// Pyramid level 1 of the batch just given to `compress_batch`, while
-    /// its input is still at hand (on the device): its first `planes`
-    /// planes reduced by `r` (in pairs along dimension 0 with `pairs`) into
-    /// `out`. `Ok(false)`: not done here; the caller reduces on the host.
+    /// Pyramid level 1 of the batch just given to `compress_batch` (which
+    /// its job asked for, reduced where the input was at hand): its first
+    /// `planes` planes reduced by `r` (in pairs along dimension 0 with
+    /// `pairs`) into `out`. `Ok(false)`: not done here; the caller reduces
+    /// on the host.
     fn reduce_batch(
         &mut self,
         _r: &cpu::downsample::PlaneReduction,

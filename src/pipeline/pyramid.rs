@@ -210,6 +210,7 @@ impl Pyramid {
                 epochs,
                 cancel: out.cancel,
                 metrics: out.metrics,
+                level1: None,
             };
             let done = &mut *out.done;
             lane.backend

@@ -6,7 +6,7 @@
 use super::pyramid::{Outlet, Pyramid};
 use super::{Metrics, Shared, Stage};
 use crate::backend::cpu::downsample::PlaneReduction;
-use crate::backend::{Backend, BatchJob, StagingBuffer};
+use crate::backend::{Backend, BatchJob, Level1Job, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
@@ -251,7 +251,8 @@ impl ComputeThread {
                     mut buf,
                     valid,
                 } => {
-                    let bytes = self.compress(first_epoch, &mut buf, valid);
+                    let level1 = link.as_ref().and_then(|l| l.level1.as_ref());
+                    let bytes = self.compress(first_epoch, &mut buf, valid, level1);
                     // The receivers are gone only when the stream is dropped.
                     let Some(l) = &mut link else {
                         let _ = self.free_staging.send(buf);
@@ -357,10 +358,25 @@ impl ComputeThread {
 
     /// Compresses the epochs holding data and passes them on, unless the
     /// stream is poisoned or abandoned; returns the bytes of whole planes
-    /// holding data (what the pyramid takes).
-    fn compress(&mut self, first_epoch: u64, buf: &mut [u8], valid: usize) -> usize {
+    /// holding data (what the pyramid takes). With `level1` (the stream's
+    /// first reduction, while the backend does it), the backend reduces
+    /// this batch too when it holds whole pairs of planes.
+    fn compress(
+        &mut self,
+        first_epoch: u64,
+        buf: &mut [u8],
+        valid: usize,
+        level1: Option<&(PlaneReduction, bool)>,
+    ) -> usize {
         let plane_bytes = self.layout.plane_bytes() as usize;
         let planes = valid.div_ceil(plane_bytes.max(1));
+        let level1 = level1
+            .filter(|(_, pairs)| !(*pairs && planes % 2 == 1))
+            .map(|(reduction, pairs)| Level1Job {
+                reduction,
+                planes,
+                pairs: *pairs,
+            });
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return planes * plane_bytes;
         }
@@ -378,6 +394,7 @@ impl ComputeThread {
                 epochs,
                 cancel: &shared.cancel,
                 metrics: &shared.metrics,
+                level1,
             };
             backend.compress_batch(
                 job,

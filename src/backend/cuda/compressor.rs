@@ -1,5 +1,5 @@
-//! One stream's batched compressor: the GPU codec, its temp buffer and
-//! scratch pool, and the per-chunk pointer and size tables it reads, with
+//! One stream's batched compressor: the GPU codec, its temp buffer, and
+//! the per-chunk pointer and size tables it reads, with
 //! the one rule nvCOMP imposes on reuse (a temp buffer must be cleared when
 //! the batch's shape changes).
 
@@ -11,17 +11,14 @@ use crate::error::Result;
 pub struct Compressor {
     pub codec: Box<dyn GpuCodec>,
     pub temp: DeviceBuffer,
-    /// The codec's filtered tiles, one pool per tile-pool slot (empty when
-    /// it filters nothing): the filter of batch n + 1 runs on the input
-    /// stream while batch n is compressed.
-    pub scratch: [DeviceBuffer; 2],
     /// (chunks, chunk bytes) of the last call on `temp`: nvCOMP faults when
     /// its temp buffer holds what a call of another shape left there.
     pub last_shape: Option<(usize, usize)>,
-    /// Chunk pointer tables, one per tile-pool slot.
-    pub in_ptrs: [DeviceBuffer; 2],
+    /// Chunk pointer tables, one per batch pool each way: tiles read from
+    /// a pool, chunks written into one.
+    pub in_ptrs: Vec<DeviceBuffer>,
     pub in_sizes: DeviceBuffer,
-    pub out_ptrs: DeviceBuffer,
+    pub out_ptrs: Vec<DeviceBuffer>,
     pub statuses: DeviceBuffer,
 }
 
@@ -35,14 +32,15 @@ impl Compressor {
     }
 
     /// Enqueues one batch on `s`: the batched compress call over the first
-    /// `pools.chunks` tiles of tile-pool slot `slot` (filtered by
-    /// [`Compressor::enqueue_filter`] before; their sizes into
-    /// `pools.sizes`), and the codec's framing. The temp
+    /// `pools.chunks` tiles of batch pool `from` (filtered there by
+    /// [`Compressor::enqueue_filter`] before) into the chunk slots of pool
+    /// `into` (their sizes into `pools.sizes`), and the codec's framing. The temp
     /// buffer is cleared first when the shape differs from the last call's:
     /// nvCOMP faults otherwise.
     pub fn enqueue(
         &mut self,
-        slot: usize,
+        from: usize,
+        into: usize,
         pools: &Pools,
         kernels: &Kernels,
         s: &Stream,
@@ -60,13 +58,13 @@ impl Compressor {
         self.statuses
             .zero_async(pools.chunks * 4, s, "clearing chunk statuses")?;
         let batch = Batch {
-            tile_ptrs: self.in_ptrs[slot].ptr,
+            tile_ptrs: self.in_ptrs[from].ptr,
             tile_sizes: self.in_sizes.ptr,
             max_tile_bytes: pools.tile_bytes,
             chunks: pools.chunks,
             temp: self.temp.ptr,
             temp_bytes: self.temp.bytes,
-            chunk_ptrs: self.out_ptrs.ptr,
+            chunk_ptrs: self.out_ptrs[into].ptr,
             chunk_sizes: pools.sizes,
             statuses: self.statuses.ptr,
         };

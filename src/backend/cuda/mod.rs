@@ -8,8 +8,8 @@
 //! Three streams overlap neighbouring batches: while the compressor works on
 //! batch n (compute stream), batch n+1 is copied in and scattered (input
 //! stream) and batch n-1's bytes are copied out (output stream). Events
-//! chain the stages; the tile pool and the aggregated output are double
-//! buffered so that no stage overwrites what another still reads.
+//! chain the stages; a few device pools rotate through the roles of a batch
+//! (`pools.rs`) so that no stage overwrites what another still reads.
 
 pub mod ceilings;
 mod codec;
@@ -21,13 +21,14 @@ mod host_copy;
 mod kernels;
 mod outputs;
 mod pinned_cache;
+mod pools;
 mod pyramid;
 mod sizes;
 
 pub use driver::PinnedBuffer;
 pub use host_copy::copy_streaming;
 
-use super::{Backend, BatchJob, EpochJob, StagingBuffer};
+use super::{Backend, BatchJob, EpochJob, Level1Job, StagingBuffer};
 use crate::config::Validated;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -38,6 +39,7 @@ use compressor::Compressor;
 use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
 use outputs::OutputPool;
+use pools::{Pools, Roles};
 use sizes::Sizes;
 use std::ffi::c_void;
 use std::time::Instant;
@@ -180,11 +182,10 @@ pub fn probe(v: &Validated) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// What one of the two buffer slots holds: a tile pool, the aggregated
-/// output and its offsets (on the device; offsets and statuses also on the
-/// host), and the events that mark its stages.
+/// What each of two batches in flight has of its own: the aggregated
+/// output's offsets (on the device and the host), the chunk statuses, and
+/// the events that mark its stages.
 struct Slot {
-    d_tiles: DeviceBuffer,
     d_offsets: DeviceBuffer,
     /// Page-locked, so that copies into them do not block the host.
     h_offsets: PinnedBuffer,
@@ -202,6 +203,7 @@ struct Slot {
 /// the next call (or by `drain`).
 struct Pending {
     slot: usize,
+    roles: Roles,
     first_epoch: u64,
     epochs: usize,
 }
@@ -220,14 +222,10 @@ pub struct CudaBackend {
     geometry: Geometry,
     has_edges: bool,
     compressor: Option<Compressor>,
-    d_input: DeviceBuffer,
-    /// The shard-major bytes of a batch, one buffer for both slots: a
-    /// batch is aggregated into it only once the one before was copied out
-    /// (see `compress_batch`).
-    d_aggregated: DeviceBuffer,
+    /// Where a batch's frames, tiles, chunks and shard-major bytes live.
+    pools: Pools,
     /// Pyramid level 1 of a batch, when the stream has a pyramid.
     level1: Option<pyramid::Level1>,
-    d_chunks: DeviceBuffer,
     d_sizes: DeviceBuffer,
     d_perm: DeviceBuffer,
     slots: [Slot; 2],
@@ -271,26 +269,25 @@ impl CudaBackend {
         let host = host_bytes(v, &z);
         crate::memory::check_available(host.0 + host.1, "this stream (GPU backend)")?;
         let (epochs, chunks) = (z.epochs, z.chunks);
+        let tables = || -> Result<Vec<DeviceBuffer>> {
+            (0..z.pools)
+                .map(|_| DeviceBuffer::new(chunks * 8, "chunk pointers"))
+                .collect()
+        };
         let compressor = match gpu_codec {
             None => None,
             Some(codec) => Some(Compressor {
                 codec,
                 temp: DeviceBuffer::new(z.temp, "nvCOMP's temp buffer")?,
-                scratch: [
-                    DeviceBuffer::new(z.scratch, "the codec's filtered tiles")?,
-                    DeviceBuffer::new(z.scratch, "the codec's filtered tiles")?,
-                ],
                 last_shape: None,
-                in_ptrs: [
-                    DeviceBuffer::new(chunks * 8, "chunk pointers")?,
-                    DeviceBuffer::new(chunks * 8, "chunk pointers")?,
-                ],
+                in_ptrs: tables()?,
                 in_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
-                out_ptrs: DeviceBuffer::new(chunks * 8, "chunk pointers")?,
+                out_ptrs: tables()?,
                 statuses: DeviceBuffer::new(chunks * 4, "chunk statuses")?,
             }),
         };
         let (tile_stride, chunk_stride, out_stride) = (z.tile_stride, z.chunk_stride, z.out_stride);
+        let pools = Pools::new(z.pools, z.pool_bytes, z.usage)?;
         let tile_bytes = layout.tile_bytes();
         let elem = layout.elem_size();
         let geometry = Geometry::new(&layout, (tile_stride / elem) as u64);
@@ -300,7 +297,6 @@ impl CudaBackend {
         let positions = z.shard_positions;
         let slot = || -> Result<Slot> {
             Ok(Slot {
-                d_tiles: DeviceBuffer::new(chunks * tile_stride, "the tile pool")?,
                 d_offsets: DeviceBuffer::new((positions + 1) * 8, "shard offsets")?,
                 h_offsets: PinnedBuffer::new(&ctx, (positions + 1) * 8)?,
                 h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
@@ -312,10 +308,6 @@ impl CudaBackend {
             })
         };
         let slots = [slot()?, slot()?];
-        let d_chunks = match compressor {
-            Some(_) => DeviceBuffer::new(chunks * chunk_stride, "compressed chunks")?,
-            None => DeviceBuffer::new(0, "compressed chunks")?,
-        };
         let mut perm = crate::memory::try_filled(m, 0u64, "the shard permutation")?;
         for (i, p) in perm.iter_mut().enumerate() {
             *p = layout.shard_position(i as u64);
@@ -328,10 +320,8 @@ impl CudaBackend {
             chunk_start: z.chunk_start,
             geometry,
             has_edges,
-            d_input: DeviceBuffer::new(z.input, "staged input")?,
-            d_aggregated: DeviceBuffer::new(chunks * out_stride, "shard-major chunks")?,
+            pools,
             level1: pyramid::Level1::new(v, epochs as u64)?,
-            d_chunks,
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
             slots,
@@ -362,17 +352,21 @@ impl CudaBackend {
     /// kernels on first use, a cost the first batch of the acquisition
     /// would otherwise pay.
     fn warm_up(&mut self) -> Result<()> {
-        let pools = self.pools(0, 1);
+        // Whatever pools 0 and 1 hold: only the call matters.
+        let mut roles = self.pools.roles(0, 0);
+        roles.chunks = Some(1);
+        let pools = self.codec_pools(&roles, 1);
         let s = &self.compute;
         let Some(c) = &mut self.compressor else {
             return Ok(());
         };
-        c.enqueue(0, &pools, &self.kernels, s, "warming up the compressor")?;
+        c.enqueue(0, 1, &pools, &self.kernels, s, "warming up the compressor")?;
         s.sync("warming up the compressor")
     }
 
-    /// The per-chunk pointer and size arrays nvCOMP reads: fixed for the
-    /// life of the stream, since the pools never move.
+    /// The per-chunk pointer and size arrays nvCOMP reads, for each pool it
+    /// may read tiles from or write chunks into: fixed for the life of the
+    /// stream, since the pools never move.
     fn upload_chunk_tables(&self) -> Result<()> {
         let chunks = self.epochs_per_batch * self.layout.tiles_per_epoch() as usize;
         let tile_bytes = self.layout.tile_bytes() as u64;
@@ -391,36 +385,28 @@ impl CudaBackend {
             }
             Ok(t)
         };
-        for (k, slot) in self.slots.iter().enumerate() {
-            // A codec that filters compresses the slot's scratch pool.
-            let base = match c.scratch[k].bytes {
-                0 => slot.d_tiles.ptr,
-                _ => c.scratch[k].ptr,
-            };
+        for k in 0..self.pools.count() {
+            let base = self.pools.ptr(k);
             let ins = table(base, self.tile_stride)?;
             c.in_ptrs[k].upload_async(&ins, s, "uploading chunk tables")?;
+            let outs = table(base + self.chunk_lead as u64, self.chunk_stride)?;
+            c.out_ptrs[k].upload_async(&outs, s, "uploading chunk tables")?;
             // The host tables must outlive the copies: wait for them here.
             s.sync("uploading chunk tables")?;
         }
         c.in_sizes
             .upload_async(&sizes, s, "uploading chunk tables")?;
-        let outs = table(
-            self.d_chunks.ptr + self.chunk_lead as u64,
-            self.chunk_stride,
-        )?;
-        c.out_ptrs
-            .upload_async(&outs, s, "uploading chunk tables")?;
         s.sync("uploading chunk tables")
     }
 
-    /// The pools of `slot` for a batch of `chunks` tiles, as a codec's
-    /// kernels see them.
-    fn pools(&self, slot: usize, chunks: usize) -> codec::Pools {
+    /// The pools of a batch of `chunks` tiles, as a codec's kernels see
+    /// them.
+    fn codec_pools(&self, roles: &Roles, chunks: usize) -> codec::Pools {
         codec::Pools {
-            tiles: self.slots[slot].d_tiles.ptr,
+            tiles: self.pools.ptr(roles.tiles),
             tile_stride: self.tile_stride as u64,
-            scratch: self.compressor.as_ref().map_or(0, |c| c.scratch[slot].ptr),
-            slots: self.d_chunks.ptr,
+            scratch: roles.filtered.map_or(0, |p| self.pools.ptr(p)),
+            slots: roles.chunks.map_or(0, |p| self.pools.ptr(p)),
             slot_stride: self.chunk_stride as u64,
             sizes: self.d_sizes.ptr,
             chunks,
@@ -433,32 +419,51 @@ impl CudaBackend {
         self.fault == fault && self.batches == faults::STRIKES_ON_BATCH
     }
 
-    /// Input stream: H2D copy of `input` and the scatter into `slot`'s pool.
-    fn enqueue_scatter(&mut self, slot: usize, input: &[u8], epochs: usize) -> Result<()> {
+    /// Input stream: the H2D copy of `input` into a landing pool, level 1
+    /// of the pyramid when asked, the scatter into a tile pool and the
+    /// codec's filter. Returns the batch's pools.
+    fn enqueue_scatter(
+        &mut self,
+        slot: usize,
+        input: &[u8],
+        epochs: usize,
+        level1: Option<Level1Job<'_>>,
+    ) -> Result<Roles> {
         let chunks = epochs * self.layout.tiles_per_epoch() as usize;
         let s = &self.input;
         let sl = &self.slots[slot];
+        let land = self.pools.take(s)?;
         sl.h2d_start.record(s, "H2D copy")?;
-        self.d_input.upload_async(input, s, "H2D copy")?;
+        self.pools.buffer(land).upload_async(input, s, "H2D copy")?;
         sl.h2d_end.record(s, "H2D copy")?;
+        // Before the scatter, on this stream: whatever later writes over
+        // the landing pool waits for the scatter, so for this too.
+        if let (Some(l1), Some(job)) = (&mut self.level1, level1) {
+            l1.enqueue(&self.kernels, self.pools.buffer(land), s, job)?;
+        }
+        let tiles = self.pools.take(s)?;
+        let roles = self.pools.roles(land, tiles);
         if self.has_edges {
-            sl.d_tiles
-                .zero_async(chunks * self.tile_stride, s, "clearing the tile pool")?;
+            self.pools.buffer(tiles).zero_async(
+                chunks * self.tile_stride,
+                s,
+                "clearing the tile pool",
+            )?;
         }
         let mut geometry = self.geometry;
         let mut epochs_arg = epochs as u64;
-        let mut in_ptr = self.d_input.ptr;
+        let mut in_ptr = self.pools.ptr(land);
         if self.strikes(faults::Fault::ScatterIllegalAddress) {
             in_ptr = 8; // never mapped: the kernel faults on its first load
         }
-        let mut tiles_ptr = sl.d_tiles.ptr;
+        let mut tiles_ptr = self.pools.ptr(tiles);
         // One warp per input row (a run along the last dimension), eight
         // warps a block; the kernel strides over any rows past the grid.
         let width = self.geometry.extent[self.layout.rank() - 1].max(1);
         let rows = epochs as u64 * self.layout.epoch_elems() / width;
         let grid = rows.div_ceil(8).clamp(1, 1 << 20) as u32;
         // SAFETY: the parameters match tz_scatter(const void*, void*,
-        // tz_geometry, uint64_t); the buffers hold `epochs` epochs and pools.
+        // tz_geometry, uint64_t); both pools hold a whole batch.
         unsafe {
             self.kernels.scatter.launch(
                 grid,
@@ -474,46 +479,52 @@ impl CudaBackend {
             )?;
         }
         // The codec's filter (blosc's shuffle) on this stream too: it then
-        // overlaps the previous batch's compression.
+        // overlaps the previous batch's compression where the pools allow.
         if let Some(c) = &self.compressor {
-            c.enqueue_filter(&self.pools(slot, chunks), &self.kernels, s)?;
+            c.enqueue_filter(&self.codec_pools(&roles, chunks), &self.kernels, s)?;
         }
-        sl.scattered.record(s, "scatter")
+        sl.scattered.record(s, "scatter")?;
+        Ok(roles)
     }
 
-    /// Compute stream: compress `slot`'s pool and copy the chunk statuses
-    /// back.
-    fn enqueue_compress(&mut self, slot: usize, epochs: usize) -> Result<()> {
+    /// Compute stream: compress the batch's tiles into its chunk pool and
+    /// copy the chunk statuses back.
+    fn enqueue_compress(&mut self, slot: usize, roles: &mut Roles, epochs: usize) -> Result<()> {
         let chunks = epochs * self.layout.tiles_per_epoch() as usize;
         if self.strikes(faults::Fault::CompressFails) {
             return Err(gpu_err("compress", "injected failure (a test armed it)"));
         }
-        let pools = self.pools(slot, chunks);
         let s = &self.compute;
+        self.pools.take_chunks(roles, s)?;
+        let pools = self.codec_pools(roles, chunks);
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
         if let Some(c) = &mut self.compressor {
-            c.enqueue(slot, &pools, &self.kernels, s, "compress")?;
+            let from = roles.filtered.unwrap_or(roles.tiles);
+            let into = roles
+                .chunks
+                .ok_or_else(|| Error::Internal("a compressed batch without a chunk pool".into()))?;
+            c.enqueue(from, into, &pools, &self.kernels, s, "compress")?;
             c.statuses
                 .download_async(&mut sl.h_statuses.as_i32s_mut()[..chunks], s, "compress")?;
         }
         sl.compressed.record(s, "compress")
     }
 
-    /// Compute stream, after the compression of `slot`'s batch: aggregate
-    /// by shard into `d_aggregated` (free: the batch before was copied out)
-    /// and copy the offsets back.
-    fn enqueue_aggregate(&mut self, slot: usize, epochs: usize) -> Result<()> {
+    /// Compute stream, after the compression of the batch: aggregate by
+    /// shard into its aggregated pool, copy the offsets back, and give back
+    /// the batch's other pools.
+    fn enqueue_aggregate(&mut self, slot: usize, roles: &Roles, epochs: usize) -> Result<()> {
         let m = self.layout.tiles_per_epoch() as usize;
         let chunks = epochs * m;
         let len = self.layout.shard_major_len() as usize;
-        let (pool, pool_stride) = match &self.compressor {
+        let (pool, pool_stride) = match roles.chunks {
             // The gather reads each finished chunk from its start.
-            Some(_) => (
-                self.d_chunks.ptr + self.chunk_start as u64,
+            Some(p) => (
+                self.pools.ptr(p) + self.chunk_start as u64,
                 self.chunk_stride as u64,
             ),
-            None => (self.slots[slot].d_tiles.ptr, self.tile_stride as u64),
+            None => (self.pools.ptr(roles.tiles), self.tile_stride as u64),
         };
         let s = &self.compute;
         let sl = &mut self.slots[slot];
@@ -524,7 +535,7 @@ impl CudaBackend {
             self.d_sizes.ptr,
             self.d_perm.ptr,
             sl.d_offsets.ptr,
-            self.d_aggregated.ptr,
+            self.pools.ptr(roles.aggregated),
         );
         let (mut m_arg, mut len_arg, mut count) = (m as u64, len as u64, chunks as u64);
         let (mut pool_ptr, mut stride) = (pool, pool_stride);
@@ -580,7 +591,11 @@ impl CudaBackend {
             s,
             "D2H copy",
         )?;
-        sl.offsets_ready.record(s, "aggregate")
+        sl.offsets_ready.record(s, "aggregate")?;
+        for p in roles.before_aggregate() {
+            self.pools.give_back(p, s)?;
+        }
+        Ok(())
     }
 
     /// Waits for a pending batch, copies its bytes out (output stream) and
@@ -612,13 +627,14 @@ impl CudaBackend {
         let total = sl.h_offsets.as_u64s()[positions] as usize;
         let t = Instant::now();
         let mut host = self.outputs.take()?;
-        self.d_aggregated.download_async(
+        self.pools.buffer(p.roles.aggregated).download_async(
             &mut host.as_mut_slice()[..total],
             &self.output,
             "D2H copy",
         )?;
         self.d2h_done.record(&self.output, "D2H copy")?;
         self.d2h_done.sync("D2H copy")?;
+        self.pools.give_back(p.roles.aggregated, &self.output)?;
         metrics.add_time(Stage::D2h, t.elapsed());
         metrics.add_time(
             Stage::H2d,
@@ -709,47 +725,39 @@ impl Backend for CudaBackend {
         debug_assert!(epochs <= self.epochs_per_batch);
         let slot = self.next_slot;
         self.next_slot ^= 1;
-        self.enqueue_scatter(slot, &job.input[..epochs * epoch_bytes], epochs)?;
-        self.enqueue_compress(slot, epochs)?;
+        let mut roles =
+            self.enqueue_scatter(slot, &job.input[..epochs * epoch_bytes], epochs, job.level1)?;
+        self.enqueue_compress(slot, &mut roles, epochs)?;
         self.batches += 1;
         let previous = self.pending.replace(Pending {
             slot,
+            roles,
             first_epoch: job.first_epoch,
             epochs,
         });
-        // While this batch compresses, the previous one is copied out of
-        // the aggregated buffer; then this one may be aggregated into it.
+        // While this batch compresses, the previous one is copied out.
         let collected = match previous {
             Some(p) => self.collect(p, job.metrics, spare, done).map(|_| ()),
             None => Ok(()),
         };
-        self.enqueue_aggregate(slot, epochs)?;
+        self.enqueue_aggregate(slot, &roles, epochs)?;
         collected?;
         self.slots[slot].h2d_end.sync("H2D copy")
     }
 
     fn reduce_batch(
         &mut self,
-        r: &crate::backend::cpu::downsample::PlaneReduction,
+        _r: &crate::backend::cpu::downsample::PlaneReduction,
         planes: usize,
-        pairs: bool,
+        _pairs: bool,
         out: &mut [u8],
     ) -> Result<bool> {
-        let Some(level1) = &self.level1 else {
+        let Some(level1) = &mut self.level1 else {
             return Ok(false);
         };
         self.ctx.bind()?;
-        // The input stream: after the batch's copy in, before the next's.
-        level1.reduce(
-            &self.kernels,
-            &self.d_input,
-            &self.input,
-            r,
-            planes,
-            pairs,
-            out,
-        )?;
-        Ok(true)
+        // Reduced by `compress_batch` when its job asked for it.
+        level1.fetch(planes, out)
     }
 
     fn holds_batch(&self) -> bool {

@@ -1,12 +1,14 @@
 //! Pyramid level 1 on the device: the planes of the batch just copied in
-//! are reduced there (kernels/downsample.cu, the arithmetic of
+//! are reduced there, on the input stream before the scatter (what later
+//! writes over them waits for the scatter) (kernels/downsample.cu, the
+//! arithmetic of
 //! [`crate::backend::cpu::downsample`]) and only level 1's planes, an
 //! eighth of the bytes for a 3-D pyramid, come back to the host, where the
 //! levels above are made from them.
 
-use super::driver::{DeviceBuffer, Stream};
+use super::driver::{DeviceBuffer, Event, Stream};
 use super::kernels::Kernels;
-use crate::backend::cpu::downsample::PlaneReduction;
+use crate::backend::Level1Job;
 use crate::config::{DType, Method, Validated};
 use crate::error::{Error, Result};
 use std::ffi::c_void;
@@ -33,6 +35,12 @@ struct Reduction {
 /// Level 1's planes of a batch, on the device.
 pub struct Level1 {
     d_out: DeviceBuffer,
+    /// The copy back waits here for the reduction (enqueued on the input
+    /// stream, before the scatter) and does not queue behind the scatter.
+    stream: Stream,
+    reduced: Event,
+    /// The planes and bytes of the batch reduced last, until fetched.
+    pending: Option<(usize, usize)>,
 }
 
 /// Device bytes level 1 of a batch of `epochs` epochs takes (0 without a
@@ -58,22 +66,24 @@ impl Level1 {
         }
         Ok(Some(Level1 {
             d_out: DeviceBuffer::new(bytes, "the pyramid's level 1")?,
+            stream: Stream::new_high_priority()?,
+            reduced: Event::new()?,
+            pending: None,
         }))
     }
 
-    /// Reduces the first `planes` planes of `input` (on the device) by `r`
-    /// into `out` on the host, in `stream`'s order, and waits for it.
-    #[allow(clippy::too_many_arguments)]
-    pub fn reduce(
-        &self,
+    /// Enqueues on `stream` the reduction of the first `job.planes` planes
+    /// of `input` (on the device) by `job.reduction`, for
+    /// [`Level1::fetch`].
+    pub fn enqueue(
+        &mut self,
         kernels: &Kernels,
         input: &DeviceBuffer,
         stream: &Stream,
-        r: &PlaneReduction,
-        planes: usize,
-        pairs: bool,
-        out: &mut [u8],
+        job: Level1Job<'_>,
     ) -> Result<()> {
+        self.pending = None;
+        let r = job.reduction;
         let rank = r.inner.len();
         if rank > MAX_INNER {
             return Err(Error::Internal(format!(
@@ -81,7 +91,7 @@ impl Level1 {
             )));
         }
         let out_inner = r.out_inner();
-        let window_planes = if pairs { 2 } else { 1 };
+        let window_planes = if job.pairs { 2 } else { 1 };
         let mut p = Reduction {
             rank: rank as u32,
             dtype: DType::ALL.iter().position(|&d| d == r.dtype).unwrap_or(0) as u32,
@@ -98,7 +108,7 @@ impl Level1 {
             downsample: [0; MAX_INNER],
             in_plane_elems: r.inner.iter().product(),
             out_plane_elems: out_inner.iter().product(),
-            out_planes: (planes / window_planes as usize) as u64,
+            out_planes: (job.planes / window_planes as usize) as u64,
         };
         p.in_size[..rank].copy_from_slice(&r.inner);
         p.out_size[..rank].copy_from_slice(&out_inner);
@@ -106,19 +116,19 @@ impl Level1 {
             *flag = ds as u32;
         }
         let bytes = (p.out_planes * p.out_plane_elems) as usize * r.dtype.size();
-        if bytes > out.len() || bytes > self.d_out.bytes {
+        let in_bytes = job.planes as u64 * p.in_plane_elems * r.dtype.size() as u64;
+        if bytes > self.d_out.bytes || in_bytes > input.bytes as u64 {
             return Err(Error::Internal(format!(
-                "level 1 of a batch takes {bytes} bytes, {} and {} are there",
-                out.len(),
-                self.d_out.bytes
+                "level 1 of a batch takes {bytes} bytes from {in_bytes}, {} and {} are there",
+                self.d_out.bytes, input.bytes
             )));
         }
         let total = p.out_planes * p.out_plane_elems;
         let grid = total.div_ceil(256).clamp(1, 1 << 20) as u32;
         let (mut in_ptr, mut out_ptr) = (input.ptr, self.d_out.ptr);
         // SAFETY: the parameters match tz_downsample(const void*, void*,
-        // tz_reduction); the input holds `planes` planes, the output is
-        // large enough (checked above).
+        // tz_reduction); the input holds `planes` planes and the output
+        // the reduced ones (both checked above).
         unsafe {
             kernels.downsample.launch(
                 grid,
@@ -132,8 +142,32 @@ impl Level1 {
                 "pyramid level 1",
             )?;
         }
+        self.reduced.record(stream, "pyramid level 1")?;
+        self.pending = Some((job.planes, bytes));
+        Ok(())
+    }
+
+    /// Copies the level 1 enqueued last into `out` and waits for it, when
+    /// it was reduced from `planes` planes (`Ok(false)` otherwise: the
+    /// caller reduces on the host).
+    pub fn fetch(&mut self, planes: usize, out: &mut [u8]) -> Result<bool> {
+        let Some((reduced_planes, bytes)) = self.pending.take() else {
+            return Ok(false);
+        };
+        if reduced_planes != planes {
+            return Ok(false);
+        }
+        if bytes > out.len() {
+            return Err(Error::Internal(format!(
+                "level 1 of a batch takes {bytes} bytes, {} are there",
+                out.len()
+            )));
+        }
+        let s = &self.stream;
+        s.wait(&self.reduced, "pyramid level 1")?;
         self.d_out
-            .download_async(&mut out[..bytes], stream, "pyramid level 1")?;
-        stream.sync("pyramid level 1")
+            .download_async(&mut out[..bytes], s, "pyramid level 1")?;
+        s.sync("pyramid level 1")?;
+        Ok(true)
     }
 }

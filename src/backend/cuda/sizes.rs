@@ -3,7 +3,8 @@
 //! (`tz_estimate_memory`) adds them up.
 
 use super::codec::GpuCodec;
-use crate::config::Validated;
+use super::pools::{pool_count, Usage};
+use crate::config::{Cname, Codec, Shuffle, Validated};
 use crate::error::Result;
 
 fn round_up(n: usize, to: usize) -> usize {
@@ -25,15 +26,31 @@ pub struct Sizes {
     /// finished chunk starts (a codec's header goes between).
     pub chunk_lead: usize,
     pub chunk_start: usize,
-    /// One of the codec's two scratch pools (its filtered tiles), 0 when
-    /// it has none.
-    pub scratch: usize,
     /// Stride of the chunks the aggregation reads (the tiles themselves
     /// without compression).
     pub out_stride: usize,
     pub temp: usize,
     pub shard_positions: usize,
-    pub input: usize,
+    /// The batch pools (see `pools.rs`): how many, and the bytes of each
+    /// (the largest of a batch's input, tiles and chunks).
+    pub usage: Usage,
+    pub pools: usize,
+    pub pool_bytes: usize,
+}
+
+/// Whether `codec`'s compressor is slow enough beside the scatter (nvCOMP's
+/// zstd: ~8 GB/s against the scatter's hundreds) that the next batch's
+/// scatter may wait for this batch's compression, saving a pool.
+fn lean_by_default(codec: Codec) -> bool {
+    matches!(
+        codec,
+        Codec::Zstd { .. }
+            | Codec::Blosc {
+                cname: Cname::Zstd,
+                shuffle: Shuffle::None,
+                ..
+            }
+    )
 }
 
 impl Sizes {
@@ -64,14 +81,22 @@ impl Sizes {
                 )
             }
         };
-        let scratch = if filters { chunks * tile_stride } else { 0 };
         let compressed = codec.is_some();
         let out_stride = if compressed {
             chunk_stride
         } else {
             tile_stride
         };
-        Ok(Sizes {
+        let input = epochs * layout.epoch_bytes() as usize;
+        let usage = Usage {
+            compressed,
+            filtered: filters,
+        };
+        let pool_bytes =
+            input
+                .max(chunks * tile_stride)
+                .max(if compressed { chunks * chunk_stride } else { 0 });
+        let mut z = Sizes {
             compressed,
             epochs,
             chunks,
@@ -79,39 +104,40 @@ impl Sizes {
             chunk_stride,
             chunk_lead,
             chunk_start,
-            scratch,
             out_stride,
             temp,
             shard_positions: epochs * layout.shard_major_len() as usize,
-            input: epochs * layout.epoch_bytes() as usize,
-        })
+            usage,
+            pools: pool_count(usage, lean_by_default(v.config.codec)),
+            pool_bytes,
+        };
+        // Under a cap, a pool fewer before a smaller batch.
+        let m = layout.tiles_per_epoch() as usize;
+        if let Some(cap) = v.config.device_bytes {
+            let level1 = super::pyramid::device_bytes(v, epochs as u64) as u64;
+            if z.device_bytes(m) + level1 > cap {
+                z.pools = pool_count(usage, true);
+            }
+        }
+        Ok(z)
     }
 
-    /// Device memory: input, two tile pools with their offsets, compressed
-    /// chunks, per-chunk tables, one aggregated output, the permutation,
-    /// nvCOMP's temp buffer and the codec's two scratch pools.
+    /// Device memory: the batch pools, the shard offsets of two batches,
+    /// the chunk sizes, the permutation, the compressor's tables (a pointer
+    /// table per pool each way, sizes, statuses) and nvCOMP's temp buffer.
     pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
         let c = self.chunks;
         let tables = if self.compressed {
-            4 * c * 8 + c * 4
+            2 * self.pools * c * 8 + c * 8 + c * 4
         } else {
             0
         };
-        let chunks = if self.compressed {
-            c * self.chunk_stride
-        } else {
-            0
-        };
-        let per_slot = c * self.tile_stride + (self.shard_positions + 1) * 8;
-        (self.input
-            + 2 * per_slot
-            + c * self.out_stride
-            + chunks
+        (self.pools * self.pool_bytes
+            + 2 * (self.shard_positions + 1) * 8
             + c * 8
             + tiles_per_epoch * 8
             + tables
-            + self.temp
-            + 2 * self.scratch) as u64
+            + self.temp) as u64
     }
 
     /// Page-locked host memory of the backend itself (staging excluded):
