@@ -194,15 +194,99 @@ __device__ void reduce_all(const void *in, void *out, const tz_reduction &r) {
         reduce_one<T>((const T *)in, (T *)out, r, i);
 }
 
+// The common case, fast: planes of two dimensions, both halved, an
+// integer type of at most 32 bits. The 4 (or 8, with pairs of planes)
+// elements of a whole window sit in registers; a window cut short by an
+// odd size takes the general path. Same results as reduce_one.
+template <typename T, int N>
+__device__ inline void sort_window(T (&v)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+#pragma unroll
+        for (int j = 0; j + 1 < N - i; ++j) {
+            T a = v[j], b = v[j + 1];
+            v[j] = b < a ? b : a;
+            v[j + 1] = b < a ? a : b;
+        }
+    }
+}
+
+template <typename T, int PLANES>
+__device__ void reduce_all_2d(const void *in_, void *out_, const tz_reduction &r) {
+    const T *in = (const T *)in_;
+    T *out = (T *)out_;
+    const uint64_t total = r.out_planes * r.out_plane_elems;
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t out_w = r.out_size[1], in_h = r.in_size[0], in_w = r.in_size[1];
+    constexpr int N = 4 * PLANES;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total; i += step) {
+        const uint64_t p = i / r.out_plane_elems;
+        const uint64_t e = i - p * r.out_plane_elems;
+        const uint64_t y = e / out_w, x = e - y * out_w;
+        if (2 * y + 2 > in_h || 2 * x + 2 > in_w) {
+            reduce_one<T>(in, out, r, i);
+            continue;
+        }
+        T v[N];
+#pragma unroll
+        for (int q = 0; q < PLANES; ++q) {
+            const T *row = in + (p * PLANES + q) * r.in_plane_elems + 2 * y * in_w + 2 * x;
+            v[4 * q] = row[0];
+            v[4 * q + 1] = row[1];
+            v[4 * q + 2] = row[in_w];
+            v[4 * q + 3] = row[in_w + 1];
+        }
+        T result = v[0];  // decimate: the window's first element
+        switch (r.method) {
+        case 0: {
+            long long sum = 0;
+#pragma unroll
+            for (int k = 0; k < N; ++k) sum += (long long)v[k];
+            result = (T)round_half_even<long long>(sum, N);
+            break;
+        }
+        case 1:
+#pragma unroll
+            for (int k = 1; k < N; ++k) result = v[k] < result ? v[k] : result;
+            break;
+        case 2:
+#pragma unroll
+            for (int k = 1; k < N; ++k) result = result < v[k] ? v[k] : result;
+            break;
+        case 3:
+            sort_window<T, N>(v);
+            result = v[(N - 1) / 2];
+            break;
+        default: break;
+        }
+        out[i] = result;
+    }
+}
+
+template <typename T>
+__device__ void reduce_any(const void *in, void *out, const tz_reduction &r) {
+    if (r.rank == 2 && r.downsample[0] && r.downsample[1]) {
+        if (r.window_planes == 2) {
+            reduce_all_2d<T, 2>(in, out, r);
+            return;
+        }
+        if (r.window_planes == 1) {
+            reduce_all_2d<T, 1>(in, out, r);
+            return;
+        }
+    }
+    reduce_all<T>(in, out, r);
+}
+
 extern "C" __global__ void tz_downsample(const void *in, void *out, tz_reduction r) {
     switch (r.dtype) {
-    case 0: reduce_all<uint8_t>(in, out, r); break;
-    case 1: reduce_all<uint16_t>(in, out, r); break;
-    case 2: reduce_all<uint32_t>(in, out, r); break;
+    case 0: reduce_any<uint8_t>(in, out, r); break;
+    case 1: reduce_any<uint16_t>(in, out, r); break;
+    case 2: reduce_any<uint32_t>(in, out, r); break;
     case 3: reduce_all<uint64_t>(in, out, r); break;
-    case 4: reduce_all<int8_t>(in, out, r); break;
-    case 5: reduce_all<int16_t>(in, out, r); break;
-    case 6: reduce_all<int32_t>(in, out, r); break;
+    case 4: reduce_any<int8_t>(in, out, r); break;
+    case 5: reduce_any<int16_t>(in, out, r); break;
+    case 6: reduce_any<int32_t>(in, out, r); break;
     case 7: reduce_all<int64_t>(in, out, r); break;
     case 8: reduce_all<h16>(in, out, r); break;
     case 9: reduce_all<float>(in, out, r); break;

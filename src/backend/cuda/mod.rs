@@ -115,9 +115,13 @@ fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
     let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes()) as u64;
     let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, max_chunk);
-    // Offsets of the epochs in flight (three), and the tables built once.
+    // Offsets of the epochs in flight (three), the tables built once, and
+    // a batch too large for the page-locked output buffers.
     let tables = 3 * (v.layout.shard_major_len() + 1) * 8 + 2 * z.chunks as u64 * 8;
-    (z.pinned_bytes() + staging, assembler.saturating_add(tables))
+    let host = assembler
+        .saturating_add(tables)
+        .saturating_add(z.fallback_bytes as u64);
+    (z.pinned_bytes() + staging, host)
 }
 
 /// Device and page-locked bytes the GPU backend holds right now, all
@@ -286,7 +290,7 @@ impl CudaBackend {
                 statuses: DeviceBuffer::new(chunks * 4, "chunk statuses")?,
             }),
         };
-        let (tile_stride, chunk_stride, out_stride) = (z.tile_stride, z.chunk_stride, z.out_stride);
+        let (tile_stride, chunk_stride) = (z.tile_stride, z.chunk_stride);
         let pools = Pools::new(z.pools, z.pool_bytes, z.usage)?;
         let tile_bytes = layout.tile_bytes();
         let elem = layout.elem_size();
@@ -326,7 +330,7 @@ impl CudaBackend {
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
             slots,
             next_slot: 0,
-            outputs: OutputPool::new(&ctx, 2, chunks * out_stride)?,
+            outputs: OutputPool::new(&ctx, 2, z.output_bytes)?,
             pending: None,
             batches: 0,
             fault: faults::take(),
@@ -436,10 +440,10 @@ impl CudaBackend {
         sl.h2d_start.record(s, "H2D copy")?;
         self.pools.buffer(land).upload_async(input, s, "H2D copy")?;
         sl.h2d_end.record(s, "H2D copy")?;
-        // Before the scatter, on this stream: whatever later writes over
-        // the landing pool waits for the scatter, so for this too.
+        // Beside the scatter; the compute stream, which writes over the
+        // landing pool next, waits for it (`enqueue_compress`).
         if let (Some(l1), Some(job)) = (&mut self.level1, level1) {
-            l1.enqueue(&self.kernels, self.pools.buffer(land), s, job)?;
+            l1.enqueue(&self.kernels, self.pools.buffer(land), &sl.h2d_end, job)?;
         }
         let tiles = self.pools.take(s)?;
         let roles = self.pools.roles(land, tiles);
@@ -499,6 +503,9 @@ impl CudaBackend {
         let pools = self.codec_pools(roles, chunks);
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
+        if let Some(reduced) = self.level1.as_ref().and_then(|l| l.reduced()) {
+            s.wait(reduced, "compress")?;
+        }
         if let Some(c) = &mut self.compressor {
             let from = roles.filtered.unwrap_or(roles.tiles);
             let into = roles
@@ -626,14 +633,31 @@ impl CudaBackend {
         let positions = p.epochs * len;
         let total = sl.h_offsets.as_u64s()[positions] as usize;
         let t = Instant::now();
-        let mut host = self.outputs.take()?;
-        self.pools.buffer(p.roles.aggregated).download_async(
-            &mut host.as_mut_slice()[..total],
-            &self.output,
-            "D2H copy",
-        )?;
-        self.d2h_done.record(&self.output, "D2H copy")?;
-        self.d2h_done.sync("D2H copy")?;
+        let aggregated = self.pools.buffer(p.roles.aggregated);
+        let shared = if total <= self.outputs.buffer_bytes() {
+            let mut host = self.outputs.take()?;
+            aggregated.download_async(
+                &mut host.as_mut_slice()[..total],
+                &self.output,
+                "D2H copy",
+            )?;
+            self.d2h_done.record(&self.output, "D2H copy")?;
+            self.d2h_done.sync("D2H copy")?;
+            // The epochs share the page-locked buffer: a copy out of it on
+            // the host would cost as much as the whole GPU round trip.
+            self.outputs.share(host)
+        } else {
+            // A batch that hardly compressed: through ordinary memory.
+            let mut host = crate::memory::try_filled(
+                total,
+                0u8,
+                "a batch's shard-major bytes, larger than the page-locked output buffers",
+            )?;
+            aggregated.download_async(&mut host, &self.output, "D2H copy")?;
+            self.d2h_done.record(&self.output, "D2H copy")?;
+            self.d2h_done.sync("D2H copy")?;
+            std::sync::Arc::new(host)
+        };
         self.pools.give_back(p.roles.aggregated, &self.output)?;
         metrics.add_time(Stage::D2h, t.elapsed());
         metrics.add_time(
@@ -660,9 +684,6 @@ impl CudaBackend {
             ),
         );
 
-        // The epochs share the page-locked buffer: a copy out of it on the
-        // host would cost as much as the whole GPU round trip.
-        let shared = self.outputs.share(host);
         let offsets_all = sl.h_offsets.as_u64s();
         for k in 0..p.epochs {
             let offsets = &offsets_all[k * len..=(k + 1) * len];

@@ -12,6 +12,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub struct OutputPool {
+    /// The bytes of each buffer.
+    bytes: usize,
     free: Receiver<PinnedBuffer>,
     home: Sender<PinnedBuffer>,
     /// Why the buffers allocated in the background did not all come.
@@ -72,11 +74,17 @@ impl OutputPool {
             })
             .map_err(|e| Error::Internal(format!("starting thread tz-output-alloc: {e}")))?;
         Ok(OutputPool {
+            bytes,
             free,
             home,
             failed,
             allocating: Some(allocating),
         })
+    }
+
+    /// The bytes of each buffer.
+    pub fn buffer_bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Waits until every buffer of the pool is allocated (or failed to be).

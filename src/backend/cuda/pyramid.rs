@@ -1,7 +1,7 @@
 //! Pyramid level 1 on the device: the planes of the batch just copied in
-//! are reduced there, on the input stream before the scatter (what later
-//! writes over them waits for the scatter) (kernels/downsample.cu, the
-//! arithmetic of
+//! are reduced there, on a stream of the compressor's priority beside the
+//! scatter (what writes over them later waits for it)
+//! (kernels/downsample.cu, the arithmetic of
 //! [`crate::backend::cpu::downsample`]) and only level 1's planes, an
 //! eighth of the bytes for a 3-D pyramid, come back to the host, where the
 //! levels above are made from them.
@@ -35,8 +35,9 @@ struct Reduction {
 /// Level 1's planes of a batch, on the device.
 pub struct Level1 {
     d_out: DeviceBuffer,
-    /// The copy back waits here for the reduction (enqueued on the input
-    /// stream, before the scatter) and does not queue behind the scatter.
+    /// The reduction and the copy back: off the input stream, where they
+    /// would hold up the scatter, and at the compressor's priority, so
+    /// that the previous batch's compression does not starve them.
     stream: Stream,
     reduced: Event,
     /// The planes and bytes of the batch reduced last, until fetched.
@@ -72,14 +73,15 @@ impl Level1 {
         }))
     }
 
-    /// Enqueues on `stream` the reduction of the first `job.planes` planes
-    /// of `input` (on the device) by `job.reduction`, for
-    /// [`Level1::fetch`].
+    /// Enqueues, once `copied_in` has completed, the reduction of the
+    /// first `job.planes` planes of `input` (on the device) by
+    /// `job.reduction`, for [`Level1::fetch`]; what writes over `input`
+    /// next must wait for [`Level1::reduced`].
     pub fn enqueue(
         &mut self,
         kernels: &Kernels,
         input: &DeviceBuffer,
-        stream: &Stream,
+        copied_in: &Event,
         job: Level1Job<'_>,
     ) -> Result<()> {
         self.pending = None;
@@ -125,6 +127,8 @@ impl Level1 {
         }
         let total = p.out_planes * p.out_plane_elems;
         let grid = total.div_ceil(256).clamp(1, 1 << 20) as u32;
+        let stream = &self.stream;
+        stream.wait(copied_in, "pyramid level 1")?;
         let (mut in_ptr, mut out_ptr) = (input.ptr, self.d_out.ptr);
         // SAFETY: the parameters match tz_downsample(const void*, void*,
         // tz_reduction); the input holds `planes` planes and the output
@@ -147,6 +151,11 @@ impl Level1 {
         Ok(())
     }
 
+    /// The event after the reduction enqueued last, until it is fetched.
+    pub fn reduced(&self) -> Option<&Event> {
+        self.pending.map(|_| &self.reduced)
+    }
+
     /// Copies the level 1 enqueued last into `out` and waits for it, when
     /// it was reduced from `planes` planes (`Ok(false)` otherwise: the
     /// caller reduces on the host).
@@ -164,7 +173,6 @@ impl Level1 {
             )));
         }
         let s = &self.stream;
-        s.wait(&self.reduced, "pyramid level 1")?;
         self.d_out
             .download_async(&mut out[..bytes], s, "pyramid level 1")?;
         s.sync("pyramid level 1")?;

@@ -26,9 +26,6 @@ pub struct Sizes {
     /// finished chunk starts (a codec's header goes between).
     pub chunk_lead: usize,
     pub chunk_start: usize,
-    /// Stride of the chunks the aggregation reads (the tiles themselves
-    /// without compression).
-    pub out_stride: usize,
     pub temp: usize,
     pub shard_positions: usize,
     /// The batch pools (see `pools.rs`): how many, and the bytes of each
@@ -36,7 +33,19 @@ pub struct Sizes {
     pub usage: Usage,
     pub pools: usize,
     pub pool_bytes: usize,
+    /// Each page-locked output buffer: room for a batch compressed to
+    /// [`OUTPUT_FRACTION`] of its chunks' bound (all of it without
+    /// compression). A batch that compresses less comes back through
+    /// ordinary memory, slower: `fallback_bytes` of it.
+    pub output_bytes: usize,
+    pub fallback_bytes: usize,
 }
+
+/// The page-locked output buffers hold a batch of chunks up to this
+/// fraction (numerator, denominator) of their bound: a compressor that
+/// shrinks tiles by less than a quarter is rare on instrument data, and
+/// the page-locked memory saved is a third of a batch.
+const OUTPUT_FRACTION: (usize, usize) = (3, 4);
 
 /// Whether `codec`'s compressor is slow enough beside the scatter (nvCOMP's
 /// zstd: ~8 GB/s against the scatter's hundreds) that the next batch's
@@ -104,12 +113,20 @@ impl Sizes {
             chunk_stride,
             chunk_lead,
             chunk_start,
-            out_stride,
             temp,
             shard_positions: epochs * layout.shard_major_len() as usize,
             usage,
             pools: pool_count(usage, lean_by_default(v.config.codec)),
             pool_bytes,
+            output_bytes: if compressed {
+                round_up(
+                    chunks * out_stride * OUTPUT_FRACTION.0 / OUTPUT_FRACTION.1,
+                    4096,
+                )
+            } else {
+                chunks * out_stride
+            },
+            fallback_bytes: if compressed { chunks * out_stride } else { 0 },
         };
         // Under a cap, a pool fewer before a smaller batch.
         let m = layout.tiles_per_epoch() as usize;
@@ -143,7 +160,6 @@ impl Sizes {
     /// Page-locked host memory of the backend itself (staging excluded):
     /// two output buffers with their offsets and statuses.
     pub fn pinned_bytes(&self) -> u64 {
-        (2 * ((self.shard_positions + 1) * 8 + self.chunks * 4 + self.chunks * self.out_stride))
-            as u64
+        (2 * ((self.shard_positions + 1) * 8 + self.chunks * 4 + self.output_bytes)) as u64
     }
 }
