@@ -159,9 +159,55 @@ float_sample!(
     f64 => |v| v, |v| v
 );
 
-/// The lower median of a window: an insertion sort, which beats a general
-/// sort on the few elements (2 to 32) a window holds.
+/// Sorting networks for the windows of two and three halved dimensions
+/// (Knuth's 5 and 19 comparators): no data-dependent branches, where an
+/// insertion sort mispredicts about every other comparison.
+const NETWORK_4: [(usize, usize); 5] = [(0, 1), (2, 3), (0, 2), (1, 3), (1, 2)];
+const NETWORK_8: [(usize, usize); 19] = [
+    (0, 2),
+    (1, 3),
+    (4, 6),
+    (5, 7),
+    (0, 4),
+    (1, 5),
+    (2, 6),
+    (3, 7),
+    (0, 1),
+    (2, 3),
+    (4, 5),
+    (6, 7),
+    (2, 4),
+    (3, 5),
+    (1, 4),
+    (3, 6),
+    (1, 2),
+    (3, 4),
+    (5, 6),
+];
+
+/// Sorts `w` by `network` (whose indices are all below `w.len()`).
+fn sort_by_network<T: Sample>(w: &mut [T], network: &[(usize, usize)]) {
+    for &(i, j) in network {
+        let (a, b) = (w[i], w[j]);
+        let swap = T::order(&b, &a) == Ordering::Less;
+        w[i] = if swap { b } else { a };
+        w[j] = if swap { a } else { b };
+    }
+}
+
+/// The lower median of a window: a sorting network for 4 and 8 elements,
+/// else an insertion sort, which beats a general sort on the few elements
+/// (2 to 32) a window holds.
 fn lower_median<T: Sample>(w: &mut [T]) -> T {
+    match w.len() {
+        4 => sort_by_network(w, &NETWORK_4),
+        8 => sort_by_network(w, &NETWORK_8),
+        _ => insertion_sort(w),
+    }
+    w[(w.len() - 1) / 2]
+}
+
+fn insertion_sort<T: Sample>(w: &mut [T]) {
     for i in 1..w.len() {
         let v = w[i];
         let mut j = i;
@@ -171,7 +217,6 @@ fn lower_median<T: Sample>(w: &mut [T]) -> T {
         }
         w[j] = v;
     }
-    w[(w.len() - 1) / 2]
 }
 
 /// One output plane, in rows along the last dimension shared among the

@@ -195,3 +195,19 @@ fn matches_a_naive_reference_on_odd_shapes() {
         }
     }
 }
+
+/// The sorting networks sort every input of 0s and 1s, so every input (the
+/// 0-1 principle).
+#[test]
+fn sorting_networks_sort_every_binary_input() {
+    for (n, network) in [(4usize, &NETWORK_4[..]), (8, &NETWORK_8[..])] {
+        for bits in 0u32..(1 << n) {
+            let mut w: Vec<u8> = (0..n).map(|i| ((bits >> i) & 1) as u8).collect();
+            sort_by_network(&mut w, network);
+            assert!(
+                w.windows(2).all(|p| p[0] <= p[1]),
+                "{n}: {bits:b} gave {w:?}"
+            );
+        }
+    }
+}
