@@ -186,29 +186,63 @@ impl Backend for CpuBackend {
             )
         })?;
         job.metrics.time(Stage::Aggregate, || {
-            aggregate(&self.order, &self.chunks, out)
+            aggregate(&self.order, &self.chunks, out, &self.pool)
         })?;
         out.epoch = job.epoch;
         Ok(())
     }
 }
 
+/// Positions whose chunks one task of the aggregation copies.
+const AGGREGATE_POSITIONS: usize = 64;
+
 /// Packs the chunks densely in shard-major order. sharding.md's three
 /// passes (permute sizes, exclusive scan, gather) collapse on the CPU into
-/// one walk over the positions in order, appending each chunk.
-fn aggregate(order: &[Option<u64>], chunks: &[Vec<u8>], out: &mut CompressedEpoch) -> Result<()> {
+/// a walk over the positions in order for the offsets, then the copies on
+/// the pool: an epoch's bytes (130 MB of cam-32 at zstd's ratio) take one
+/// thread about 20 ms, while the other workers would wait.
+fn aggregate(
+    order: &[Option<u64>],
+    chunks: &[Vec<u8>],
+    out: &mut CompressedEpoch,
+    pool: &rayon::ThreadPool,
+) -> Result<()> {
     out.offsets.clear();
     try_reserve(&mut out.offsets, order.len() + 1, "an epoch's offsets")?;
-    let data = out.data.owned_mut();
-    data.clear();
-    let total = chunks.iter().map(Vec::len).sum();
-    try_reserve(data, total, "an epoch's compressed bytes")?;
     out.offsets.push(0);
+    let mut total = 0usize;
     for slot in order {
         if let Some(slot) = slot {
-            data.extend_from_slice(&chunks[*slot as usize]);
+            total += chunks[*slot as usize].len();
         }
-        out.offsets.push(data.len() as u64);
+        out.offsets.push(total as u64);
     }
+    let data = out.data.owned_mut();
+    // The vector comes back epoch after epoch: only growth is filled.
+    if data.len() < total {
+        try_reserve(data, total - data.len(), "an epoch's compressed bytes")?;
+        data.resize(total, 0);
+    } else {
+        data.truncate(total);
+    }
+    let mut pieces = Vec::with_capacity(order.len().div_ceil(AGGREGATE_POSITIONS));
+    let mut rest = &mut data[..];
+    for (k, slots) in order.chunks(AGGREGATE_POSITIONS).enumerate() {
+        let first = k * AGGREGATE_POSITIONS;
+        let bytes = (out.offsets[first + slots.len()] - out.offsets[first]) as usize;
+        let (mine, tail) = rest.split_at_mut(bytes);
+        pieces.push((mine, slots));
+        rest = tail;
+    }
+    pool.install(|| {
+        pieces.into_par_iter().for_each(|(dst, slots)| {
+            let mut at = 0;
+            for slot in slots.iter().flatten() {
+                let chunk = &chunks[*slot as usize];
+                dst[at..at + chunk.len()].copy_from_slice(chunk);
+                at += chunk.len();
+            }
+        })
+    });
     Ok(())
 }
