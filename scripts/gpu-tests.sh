@@ -14,6 +14,8 @@
 # the GPU backend into RESULTS_DIR/ome-stores.tgz (their manifest names
 # the paths they had here: the build machine checks them with
 # tests/readback/check_ome.py, which has the readers and the validator),
+# compares every fixture stored without compression by both backends
+# file by file,
 # runs them under compute-sanitizer memcheck, and benchmarks cam-32 beside
 # cam-32-pyramid (mean and median) in one run, shards discarded. codecs sweeps every codec over cam-32 on the GPU and
 # the CPU backend, shards discarded, each with its ceilings (records under
@@ -187,6 +189,7 @@ rm -rf "$results/ome-stores"
 check ome-fixtures-gpu env TZ_OME_BACKEND=gpu TZ_OME_DIR="$results/ome-stores" \
     "$here/bin/ome_fixtures" --exact write_ome_fixtures
 tar -C "$results" -czf "$results/ome-stores.tgz" ome-stores && rm -rf "$results/ome-stores"
+check ome-gpu-equals-cpu "$here/bin/ome_fixtures" --ignored --exact gpu_stores_equal_cpu_stores_byte_for_byte
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 check sanitizer-memcheck-ome env TZ_OME_BACKEND=gpu TZ_OME_DIR="$results/ome-sanitizer" \
     "$sanitizer" --tool memcheck --error-exitcode 1 "$here/bin/ome_fixtures" --exact write_ome_fixtures

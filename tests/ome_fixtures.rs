@@ -362,6 +362,61 @@ fn write_ome_fixtures() {
     }
 }
 
+/// Every file under `root`, by its path below it.
+fn files(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_path_buf();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Every fixture stored without compression (compressed bytes differ
+/// between nvCOMP and the CPU libraries), written by both backends: the
+/// same files with the same bytes, every pyramid level, index and
+/// metadata document included.
+#[test]
+#[ignore = "needs a GPU: scripts/gpu-run.sh"]
+fn gpu_stores_equal_cpu_stores_byte_for_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cpu, gpu) = (tmp.path().join("cpu"), tmp.path().join("gpu"));
+    std::fs::create_dir_all(&cpu).unwrap();
+    std::fs::create_dir_all(&gpu).unwrap();
+    let mut compared = 0;
+    for mut case in cases() {
+        case.config["codec"] = json!({"name": "none"});
+        let (a, b) = (
+            files(&write_case(&case, &cpu, "cpu").store),
+            files(&write_case(&case, &gpu, "gpu").store),
+        );
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            b.keys().collect::<Vec<_>>(),
+            "{}: the stores hold different files",
+            case.name
+        );
+        for (path, bytes) in &a {
+            assert!(
+                b[path] == *bytes,
+                "{}: {} differs between the CPU and the GPU store",
+                case.name,
+                path.display()
+            );
+        }
+        compared += a.len();
+    }
+    assert!(compared > 100, "only {compared} files compared");
+}
+
 fn small_ome(store: &Path, extra: &str) -> Result<Config, tiledzarr::config::ConfigError> {
     Config::from_json(&format!(
         r#"{{"dtype": "uint16", "backend": "cpu",
