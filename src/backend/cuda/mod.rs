@@ -712,6 +712,9 @@ impl Drop for CudaBackend {
         let _ = self.input.sync("shutdown");
         let _ = self.compute.sync("shutdown");
         let _ = self.output.sync("shutdown");
+        if let Some(l) = &self.level1 {
+            let _ = l.sync("shutdown");
+        }
     }
 }
 

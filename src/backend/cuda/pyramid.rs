@@ -151,6 +151,11 @@ impl Level1 {
         Ok(())
     }
 
+    /// Waits for the reduction and copy enqueued last, if any.
+    pub fn sync(&self, stage: &'static str) -> Result<()> {
+        self.stream.sync(stage)
+    }
+
     /// The event after the reduction enqueued last, until it is fetched.
     pub fn reduced(&self) -> Option<&Event> {
         self.pending.map(|_| &self.reduced)
