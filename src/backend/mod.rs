@@ -31,7 +31,7 @@ pub struct BatchJob<'a> {
     pub cancel: &'a AtomicBool,
     pub metrics: &'a Metrics,
     /// Pyramid level 1 of this batch, for a backend that reduces it where
-    /// the batch already is (then fetched by [`Backend::reduce_batch`]).
+    /// the batch already is (then fetched by [`Backend::fetch_level1`]).
     pub level1: Option<Level1Job<'a>>,
 }
 
@@ -87,18 +87,11 @@ pub trait Backend: Send {
         Ok(())
     }
 
-    /// Pyramid level 1 of the batch just given to `compress_batch` (which
-    /// its job asked for, reduced where the input was at hand): its first
-    /// `planes` planes reduced by `r` (in pairs along dimension 0 with
-    /// `pairs`) into `out`. `Ok(false)`: not done here; the caller reduces
-    /// on the host.
-    fn reduce_batch(
-        &mut self,
-        _r: &cpu::downsample::PlaneReduction,
-        _planes: usize,
-        _pairs: bool,
-        _out: &mut [u8],
-    ) -> Result<bool> {
+    /// Pyramid level 1 of the batch just given to `compress_batch`, as its
+    /// job's [`Level1Job`] asked (reduced where the input was at hand),
+    /// into `out`, when it was reduced from `planes` planes. `Ok(false)`:
+    /// not done here; the caller reduces on the host.
+    fn fetch_level1(&mut self, _planes: usize, _out: &mut [u8]) -> Result<bool> {
         Ok(false)
     }
 

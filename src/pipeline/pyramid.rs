@@ -122,7 +122,7 @@ impl Pyramid {
 
     /// Level 1's reduction (from level 0's planes), and whether it pairs
     /// planes along dimension 0: what a backend that reduces level 1
-    /// itself needs ([`crate::backend::Backend::reduce_batch`]).
+    /// itself needs ([`crate::backend::Level1Job`]).
     pub fn first_reduction(&self) -> (PlaneReduction, bool) {
         let lane = &self.lanes[0];
         (lane.reduction.clone(), lane.pairs)

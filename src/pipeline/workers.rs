@@ -323,7 +323,7 @@ impl ComputeThread {
             return None;
         }
         let planes = bytes / r.src_plane_bytes().max(1);
-        if *pairs && planes % 2 == 1 {
+        if !whole_pairs(*pairs, planes) {
             // From here on the pyramid's thread pairs planes itself.
             l.level1 = None;
             return None;
@@ -338,7 +338,7 @@ impl ComputeThread {
                     Error::OutOfMemory(format!("{len} bytes for a batch of pyramid level 1"))
                 })?;
             out.resize(len, 0);
-            reduced = self.backend.reduce_batch(r, planes, *pairs, &mut out)?;
+            reduced = self.backend.fetch_level1(planes, &mut out)?;
             Ok(())
         });
         if !reduced {
@@ -370,13 +370,14 @@ impl ComputeThread {
     ) -> usize {
         let plane_bytes = self.layout.plane_bytes() as usize;
         let planes = valid.div_ceil(plane_bytes.max(1));
-        let level1 = level1
-            .filter(|(_, pairs)| !(*pairs && planes % 2 == 1))
-            .map(|(reduction, pairs)| Level1Job {
-                reduction,
-                planes,
-                pairs: *pairs,
-            });
+        let level1 =
+            level1
+                .filter(|(_, pairs)| whole_pairs(*pairs, planes))
+                .map(|(reduction, pairs)| Level1Job {
+                    reduction,
+                    planes,
+                    pairs: *pairs,
+                });
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return planes * plane_bytes;
         }
@@ -404,6 +405,13 @@ impl ComputeThread {
         });
         planes * plane_bytes
     }
+}
+
+/// Whether a batch of `planes` planes is whole windows of level 1 along
+/// dimension 0 (pairs of planes when it is halved): only then does the
+/// backend reduce it.
+fn whole_pairs(pairs: bool, planes: usize) -> bool {
+    !pairs || planes.is_multiple_of(2)
 }
 
 /// Hands an epoch of level `level` to the delivery thread (false: it is gone).

@@ -769,13 +769,7 @@ impl Backend for CudaBackend {
         self.slots[slot].h2d_end.sync("H2D copy")
     }
 
-    fn reduce_batch(
-        &mut self,
-        _r: &crate::backend::cpu::downsample::PlaneReduction,
-        planes: usize,
-        _pairs: bool,
-        out: &mut [u8],
-    ) -> Result<bool> {
+    fn fetch_level1(&mut self, planes: usize, out: &mut [u8]) -> Result<bool> {
         let Some(level1) = &mut self.level1 else {
             return Ok(false);
         };
