@@ -87,6 +87,11 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// The most epochs one `compress_batch` takes (its buffers' size).
+    fn max_batch_epochs(&self) -> usize {
+        usize::MAX
+    }
+
     /// Pyramid level 1 of the batch just given to `compress_batch`, as its
     /// job's [`Level1Job`] asked (reduced where the input was at hand),
     /// into `out`, when it was reduced from `planes` planes. `Ok(false)`:
@@ -263,7 +268,7 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
     // failing the allocation.
     let host = cpu::plan(v)
         .host_bytes
-        .saturating_add(cpu::pyramid_host_bytes(v));
+        .saturating_add(cpu::pyramid_host_bytes(v, false));
     crate::memory::check_available(host, "this stream (CPU backend)")?;
     let cpu = cpu::CpuBackend::new(v)?;
     Ok((
@@ -279,7 +284,10 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
 /// it would run on, without creating it: the same choice as [`select`].
 pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
     let (kind, mut plan) = estimate_backend(v)?;
-    plan.host_bytes = plan.host_bytes.saturating_add(cpu::pyramid_host_bytes(v));
+    let level1_on_gpu = kind == BackendKind::Gpu;
+    plan.host_bytes = plan
+        .host_bytes
+        .saturating_add(cpu::pyramid_host_bytes(v, level1_on_gpu));
     if v.config.store.as_ref().is_some_and(|s| s.url.is_some()) {
         // Shards copied for upload: at most the budget, or one shard.
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());

@@ -2,8 +2,10 @@
 //! level below are reduced into its planes (on the host, with the
 //! arithmetic of [`crate::backend::cpu::downsample`]), gathered into whole
 //! epochs of its own layout and compressed on the CPU backend's worker
-//! threads, shared by every lane. Level 0 runs on the stream's own
-//! backend; its planes come straight from the staging buffers.
+//! threads, shared by every lane; level 1, the largest, may instead go to a
+//! backend of its own (a GPU stream's: see [`Pyramid::new`]). Level 0 runs
+//! on the stream's own backend; its planes come straight from the staging
+//! buffers.
 //!
 //! Along dimension 0, a downsampled level takes two planes of the level
 //! below per plane: an unpaired plane waits in the lane (the carry) for
@@ -31,7 +33,7 @@ pub struct Pyramid {
 struct Lane {
     level: u32,
     layout: Layout,
-    backend: CpuBackend,
+    backend: Box<dyn Backend>,
     /// From the level below's planes (input order) to one of this level's.
     reduction: PlaneReduction,
     /// Two planes of the level below per plane of this one.
@@ -60,8 +62,10 @@ pub struct Outlet<'a> {
 }
 
 impl Pyramid {
-    /// The lanes of `v`'s levels 1.., or `None` without a pyramid.
-    pub fn new(v: &Validated) -> Result<Option<Pyramid>> {
+    /// The lanes of `v`'s levels 1.., or `None` without a pyramid. Level 1
+    /// is compressed by `level1` when given (in batches of at most its
+    /// [`Backend::max_batch_epochs`]), else on the worker threads.
+    pub fn new(v: &Validated, level1: Option<Box<dyn Backend>>) -> Result<Option<Pyramid>> {
         let levels = &v.image.levels;
         if levels.len() < 2 {
             return Ok(None);
@@ -69,6 +73,7 @@ impl Pyramid {
         let pool = worker_pool(v.threads)?;
         let downsample = v.image.downsample();
         let mut lanes = Vec::with_capacity(levels.len() - 1);
+        let mut level1 = level1;
         for (k, layout) in levels.iter().enumerate().skip(1) {
             let below = &levels[k - 1];
             // The level below's sizes in input order (dimension 1..).
@@ -85,7 +90,10 @@ impl Pyramid {
             lanes.push(Lane {
                 level: k as u32,
                 layout: layout.clone(),
-                backend: CpuBackend::with_pool(v, layout, pool.clone())?,
+                backend: match level1.take() {
+                    Some(b) => b,
+                    None => Box::new(CpuBackend::with_pool(v, layout, pool.clone())?),
+                },
                 reduction,
                 pairs: downsample[0],
                 below_extent: (!below.is_unbounded()).then(|| below.dims()[0].size),
@@ -200,24 +208,36 @@ impl Pyramid {
                 grow(&mut lane.pending, whole)?;
             }
             let epochs = lane.pending.len() / epoch_bytes;
-            if epochs == 0 {
-                continue;
-            }
             let level = lane.level;
-            let job = BatchJob {
-                first_epoch: lane.next_epoch,
-                input: &lane.pending[..epochs * epoch_bytes],
-                epochs,
-                cancel: out.cancel,
-                metrics: out.metrics,
-                level1: None,
-            };
             let done = &mut *out.done;
-            lane.backend
-                .compress_batch(job, out.spare, &mut |e| done(level, e))?;
-            lane.next_epoch += epochs as u64;
-            lane.pending.drain(..epochs * epoch_bytes);
-            lane.fresh = 0;
+            let mut done = |e: CompressedEpoch| done(level, e);
+            let batch = lane.backend.max_batch_epochs().max(1);
+            let mut from = 0;
+            while from < epochs {
+                let n = batch.min(epochs - from);
+                let job = BatchJob {
+                    first_epoch: lane.next_epoch,
+                    input: &lane.pending[from * epoch_bytes..(from + n) * epoch_bytes],
+                    epochs: n,
+                    cancel: out.cancel,
+                    metrics: out.metrics,
+                    level1: None,
+                };
+                lane.backend.compress_batch(job, out.spare, &mut done)?;
+                lane.next_epoch += n as u64;
+                from += n;
+            }
+            if ending {
+                lane.backend.drain(out.metrics, out.spare, &mut done)?;
+            } else if lane.backend.holds_batch() {
+                // A slow stream's level is not held until its next batch.
+                lane.backend
+                    .collect_ready(out.metrics, out.spare, &mut done)?;
+            }
+            if epochs > 0 {
+                lane.pending.drain(..epochs * epoch_bytes);
+                lane.fresh = 0;
+            }
         }
         Ok(())
     }
@@ -337,7 +357,74 @@ mod tests {
     /// `backend_level1`, level 1 of every batch of an even number of planes
     /// comes reduced from outside, as a GPU backend hands it over.
     fn run(v: &Validated, batches: &[Vec<u8>], backend_level1: bool) -> Out {
-        let mut p = Pyramid::new(v).unwrap().unwrap();
+        run_with(v, batches, backend_level1, None)
+    }
+
+    /// A backend that takes at most one epoch per batch and hands each
+    /// batch's epochs on at the next call, or at `drain`, as the GPU
+    /// backend does.
+    struct OneEpochLate {
+        inner: CpuBackend,
+        held: Vec<CompressedEpoch>,
+    }
+
+    impl Backend for OneEpochLate {
+        fn compress_epoch(
+            &mut self,
+            job: crate::backend::EpochJob<'_>,
+            out: &mut CompressedEpoch,
+        ) -> Result<()> {
+            self.inner.compress_epoch(job, out)
+        }
+
+        fn compress_batch(
+            &mut self,
+            job: BatchJob<'_>,
+            spare: &mut dyn FnMut() -> CompressedEpoch,
+            done: &mut dyn FnMut(CompressedEpoch) -> bool,
+        ) -> Result<()> {
+            assert_eq!(job.epochs, 1, "a batch within max_batch_epochs");
+            let held = std::mem::take(&mut self.held);
+            let mut mine = Vec::new();
+            self.inner.compress_batch(job, spare, &mut |e| {
+                mine.push(e);
+                true
+            })?;
+            self.held = mine;
+            for e in held {
+                done(e);
+            }
+            Ok(())
+        }
+
+        fn max_batch_epochs(&self) -> usize {
+            1
+        }
+
+        fn holds_batch(&self) -> bool {
+            !self.held.is_empty()
+        }
+
+        fn drain(
+            &mut self,
+            _metrics: &Metrics,
+            _spare: &mut dyn FnMut() -> CompressedEpoch,
+            done: &mut dyn FnMut(CompressedEpoch) -> bool,
+        ) -> Result<()> {
+            for e in std::mem::take(&mut self.held) {
+                done(e);
+            }
+            Ok(())
+        }
+    }
+
+    fn run_with(
+        v: &Validated,
+        batches: &[Vec<u8>],
+        backend_level1: bool,
+        level1: Option<Box<dyn Backend>>,
+    ) -> Out {
+        let mut p = Pyramid::new(v, level1).unwrap().unwrap();
         let metrics = Metrics::default();
         let cancel = AtomicBool::new(false);
         let mut got: Out = Vec::new();
@@ -399,5 +486,41 @@ mod tests {
         let outside = run(&v, &batches, true);
         assert!(host.iter().any(|e| e.0 == 3), "every level has epochs");
         assert_eq!(host, outside);
+    }
+
+    /// Level 1 on a backend of its own that takes one epoch per call and
+    /// returns it a call late: the same epochs of every level, each level
+    /// in order.
+    #[test]
+    fn level_1_on_its_own_backend_gives_the_same_levels() {
+        let v = config();
+        let plane = (2 * 9 * 7 * 2) as usize;
+        let data: Vec<u8> = (0..plane * 41).map(|i| (i * 13 % 241) as u8).collect();
+        let mut batches = Vec::new();
+        let mut at = 0;
+        for n in [16, 4, 2, 8, 11] {
+            batches.push(data[at * plane..(at + n) * plane].to_vec());
+            at += n;
+        }
+        let by_level = |mut out: Out| {
+            out.sort_by_key(|e| (e.0, e.1));
+            out
+        };
+        let host = run(&v, &batches, false);
+        for outside in [false, true] {
+            let pool = worker_pool(1).unwrap();
+            let own = OneEpochLate {
+                inner: CpuBackend::with_pool(&v, &v.image.levels[1], pool).unwrap(),
+                held: Vec::new(),
+            };
+            let got = run_with(&v, &batches, outside, Some(Box::new(own)));
+            let level1: Vec<u64> = got.iter().filter(|e| e.0 == 1).map(|e| e.1).collect();
+            assert!(level1.len() > 2, "level 1 has several epochs");
+            assert!(
+                level1.windows(2).all(|w| w[0] + 1 == w[1]),
+                "in order: {level1:?}"
+            );
+            assert_eq!(by_level(host.clone()), by_level(got));
+        }
     }
 }

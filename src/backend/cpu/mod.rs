@@ -48,12 +48,12 @@ fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
         .fold(0u64, |sum, &b| sum.saturating_add(b))
 }
 
-/// Host memory of a pyramid's levels 1.. (they run on the CPU whatever
-/// level 0's backend): per level, the CPU backend's buffers and shard state
-/// for its layout, the planes waiting for a whole epoch (one epoch and a
-/// staging buffer's share), the carried planes, and level 1's planes from
-/// the GPU (two batches' worth).
-pub fn pyramid_host_bytes(v: &Validated) -> u64 {
+/// Host memory of a pyramid's levels 1..: per level, the CPU backend's
+/// buffers and shard state for its layout (for level 1 only when it is
+/// compressed on the CPU: `level1_on_gpu` false), the planes waiting for a
+/// whole epoch (one epoch and a staging buffer's share), the carried
+/// planes, and level 1's planes from the GPU (two batches' worth).
+pub fn pyramid_host_bytes(v: &Validated, level1_on_gpu: bool) -> u64 {
     let levels = &v.image.levels;
     let buffer0 = v.epochs_per_buffer * v.layout.epoch_bytes();
     let mut total = 0u64;
@@ -63,7 +63,12 @@ pub fn pyramid_host_bytes(v: &Validated) -> u64 {
         let pending = layout.epoch_bytes() + share;
         let carry = 2 * levels[k - 1].plane_bytes();
         let from_gpu = if k == 1 { 2 * share } else { 0 };
-        total = [backend_bytes(v, layout), pending, carry, from_gpu]
+        let backend = if k == 1 && level1_on_gpu {
+            0
+        } else {
+            backend_bytes(v, layout)
+        };
+        total = [backend, pending, carry, from_gpu]
             .iter()
             .fold(total, |sum, &b| sum.saturating_add(b));
     }

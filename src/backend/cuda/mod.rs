@@ -48,12 +48,29 @@ use std::time::Instant;
 /// its `device_bytes` cap).
 pub fn plan(v: &Validated) -> Result<MemoryPlan> {
     probe(v).map_err(Error::BackendUnavailable)?;
-    let v = gpu_plan(v)?;
+    stream_plan(&gpu_plan(v)?)
+}
+
+/// Level 0's backend and, with a pyramid, the backend that compresses
+/// level 1 ([`pyramid::lane_config`]).
+fn stream_plan(v: &Validated) -> Result<MemoryPlan> {
+    let mut plan = backend_plan(v)?;
+    if let Some(lane) = pyramid::lane_config(v) {
+        let more = backend_plan(&lane)?;
+        plan.device_bytes += more.device_bytes;
+        plan.pinned_bytes += more.pinned_bytes;
+        plan.host_bytes += more.host_bytes;
+    }
+    Ok(plan)
+}
+
+/// What one [`CudaBackend`] built for `v` allocates.
+fn backend_plan(v: &Validated) -> Result<MemoryPlan> {
     let gpu_codec = codec::load(v.config.codec, v.layout.elem_size())?;
-    let z = Sizes::new(&v, gpu_codec.as_deref())?;
-    let (pinned_bytes, host_bytes) = host_bytes(&v, &z);
+    let z = Sizes::new(v, gpu_codec.as_deref())?;
+    let (pinned_bytes, host_bytes) = host_bytes(v, &z);
     Ok(MemoryPlan {
-        device_bytes: device_bytes(&v, &z),
+        device_bytes: device_bytes(v, &z),
         pinned_bytes,
         host_bytes,
     })
@@ -74,10 +91,7 @@ pub fn gpu_plan(v: &Validated) -> Result<Validated> {
     let Some(cap) = v.config.device_bytes else {
         return Ok(v);
     };
-    let gpu_codec = codec::load(v.config.codec, v.layout.elem_size())?;
-    let need = |v: &Validated| -> Result<u64> {
-        Ok(device_bytes(v, &Sizes::new(v, gpu_codec.as_deref())?))
-    };
+    let need = |v: &Validated| -> Result<u64> { Ok(stream_plan(v)?.device_bytes) };
     let first = need(&v)?;
     if first <= cap {
         return Ok(v);
@@ -259,6 +273,14 @@ impl CudaBackend {
         // from crossing into the caller.
         std::panic::catch_unwind(|| CudaBackend::build(v))
             .unwrap_or_else(|p| Err(Error::from_panic("CUDA initialisation", &*p)))
+    }
+
+    /// The backend that compresses pyramid level 1 of `v` (a stream planned
+    /// for the GPU), or `None` without a pyramid.
+    pub fn for_level1(v: &Validated) -> Result<Option<CudaBackend>> {
+        pyramid::lane_config(v)
+            .map(|lane| CudaBackend::new(&lane))
+            .transpose()
     }
 
     fn build(v: &Validated) -> Result<CudaBackend> {
@@ -767,6 +789,10 @@ impl Backend for CudaBackend {
         self.enqueue_aggregate(slot, &roles, epochs)?;
         collected?;
         self.slots[slot].h2d_end.sync("H2D copy")
+    }
+
+    fn max_batch_epochs(&self) -> usize {
+        self.epochs_per_batch
     }
 
     fn fetch_level1(&mut self, planes: usize, out: &mut [u8]) -> Result<bool> {

@@ -59,6 +59,32 @@ pub fn device_bytes(v: &Validated, epochs: u64) -> usize {
     (out_planes * v.image.levels[1].plane_bytes()) as usize
 }
 
+/// The configuration of the GPU backend that compresses pyramid level 1 of
+/// `v` (a stream planned for the GPU), or `None` without a pyramid. Level 1
+/// holds an eighth of level 0's bytes in a 3-D pyramid, a quarter in a 2-D
+/// one: on the host's threads its compression would compete with the
+/// copies that feed level 0, so it shares level 0's GPU instead. Its
+/// batches hold what one batch of level 0 makes of it; it takes no
+/// staging (its input is the pyramid's own buffer) and no share of a
+/// `device_bytes` cap of its own (the stream's plan counts it).
+pub fn lane_config(v: &Validated) -> Option<Validated> {
+    let levels = &v.image.levels;
+    let level1 = levels.get(1)?;
+    let planes0 = v.epochs_per_buffer * v.layout.epoch_planes();
+    let planes1 = if v.image.axes[0].downsample {
+        planes0.div_ceil(2)
+    } else {
+        planes0
+    };
+    let mut lane = v.clone();
+    lane.layout = level1.clone();
+    lane.image.levels = vec![level1.clone()];
+    lane.staging_buffers = 0;
+    lane.epochs_per_buffer = planes1.div_ceil(level1.epoch_planes().max(1)).max(1);
+    lane.config.device_bytes = None;
+    Some(lane)
+}
+
 impl Level1 {
     pub fn new(v: &Validated, epochs: u64) -> Result<Option<Level1>> {
         let bytes = device_bytes(v, epochs);
