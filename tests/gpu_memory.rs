@@ -12,17 +12,24 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[ignore = "needs a GPU: scripts/gpu-run.sh"]
 fn a_stream_allocates_what_the_plan_says() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for (codec, tile) in [
-        (r#"{"name": "zstd", "level": 1}"#, 32),
-        (r#"{"name": "none"}"#, 64),
+    // The last: a pyramid, whose level 1 has a GPU backend of its own.
+    for (codec, tile, pyramid) in [
+        (r#"{"name": "zstd", "level": 1}"#, 32, ""),
+        (r#"{"name": "none"}"#, 64, ""),
+        (
+            r#"{"name": "zstd", "level": 1}"#,
+            32,
+            r#""multiscale": {"levels": 3, "method": "median"},"#,
+        ),
     ] {
         let config = Config::from_json(&format!(
-            r#"{{"dtype": "uint16", "backend": "gpu", "codec": {codec}, "dimensions": [
-                {{"size": 0, "tile": {tile}, "tiles_per_shard": 1}},
-                {{"size": 1024, "tile": {tile}, "tiles_per_shard": 8}},
-                {{"size": 1000, "tile": {tile}, "tiles_per_shard": 8}}]}}"#
+            r#"{{"dtype": "uint16", "backend": "gpu", "codec": {codec}, {pyramid} "dimensions": [
+                {{"name": "z", "size": 0, "tile": {tile}, "tiles_per_shard": 1}},
+                {{"name": "y", "size": 1024, "tile": {tile}, "tiles_per_shard": 8}},
+                {{"name": "x", "size": 1000, "tile": {tile}, "tiles_per_shard": 8}}]}}"#
         ))
         .unwrap();
+        let codec = format!("{codec}{pyramid}");
         let v = config.validate().unwrap();
         let (kind, plan) = backend::estimate(&v).unwrap();
         assert_eq!(kind, backend::BackendKind::Gpu);

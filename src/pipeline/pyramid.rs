@@ -128,6 +128,13 @@ impl Pyramid {
         self.compress(true, out)
     }
 
+    /// The levels' backends, for the stream to hold until it goes (as it
+    /// holds level 0's: what a GPU backend allocated stays in the stream's
+    /// plan from create to destroy).
+    pub fn into_backends(self) -> Vec<Box<dyn Backend>> {
+        self.lanes.into_iter().map(|l| l.backend).collect()
+    }
+
     /// Level 1's reduction (from level 0's planes), and whether it pairs
     /// planes along dimension 0: what a backend that reduces level 1
     /// itself needs ([`crate::backend::Level1Job`]).

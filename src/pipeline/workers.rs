@@ -110,7 +110,8 @@ struct PyramidThread {
 }
 
 impl PyramidThread {
-    fn run(mut self) {
+    /// Returns the pyramid, whose backends the stream holds until it goes.
+    fn run(mut self) -> Pyramid {
         while let Ok(job) = self.jobs.recv() {
             let live = !(self.shared.is_poisoned() || self.shared.cancel.load(Relaxed));
             let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
@@ -158,17 +159,18 @@ impl PyramidThread {
                     if live {
                         outlet(&mut |p, out| p.finish(out));
                     }
-                    return;
+                    break;
                 }
             }
         }
+        self.pyramid
     }
 }
 
 /// The compute thread's end of the pyramid's thread.
 struct PyramidLink {
     jobs: SyncSender<PyramidJob>,
-    thread: JoinHandle<()>,
+    thread: JoinHandle<Pyramid>,
     /// Level 1's reduction when the backend does it, while every batch so
     /// far held whole pairs of planes (after one that does not, the
     /// pyramid's thread pairs planes itself).
@@ -191,9 +193,15 @@ impl ComputeThread {
         let link = self.work(link);
         if let Some(link) = link {
             drop(link.jobs);
-            if link.thread.join().is_err() {
-                self.shared
-                    .poison(Error::Internal("the pyramid's thread panicked".into()));
+            match link.thread.join() {
+                Ok(pyramid) => {
+                    for b in pyramid.into_backends() {
+                        let _ = self.retired.send(b);
+                    }
+                }
+                Err(_) => self
+                    .shared
+                    .poison(Error::Internal("the pyramid's thread panicked".into())),
             }
         }
         // The receiver lives as long as the stream; when it is already
