@@ -69,6 +69,46 @@ fn a_stream_allocates_what_the_plan_says() {
     }
 }
 
+/// A pyramid's level 1 has a GPU backend of its own; under a cap that
+/// leaves no room for it beside level 0's batches, level 1 goes to the
+/// host's threads, and the stream stays within the cap.
+#[test]
+#[ignore = "needs a GPU: scripts/gpu-run.sh"]
+fn a_capped_pyramid_stays_within_the_cap() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let json = |cap: &str| {
+        format!(
+            r#"{{"dtype": "uint16", "backend": "gpu", {cap}
+                "multiscale": {{"levels": 3, "method": "mean"}}, "dimensions": [
+                {{"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1}},
+                {{"name": "y", "size": 1024, "tile": 32, "tiles_per_shard": 8}},
+                {{"name": "x", "size": 1024, "tile": 32, "tiles_per_shard": 8}}]}}"#
+        )
+    };
+    let free = Config::from_json(&json("")).unwrap().validate().unwrap();
+    let (_, uncapped) = backend::estimate(&free).unwrap();
+    let cap = uncapped.device_bytes - 1;
+    let capped = Config::from_json(&json(&format!(r#""device_bytes": {cap},"#))).unwrap();
+    let (_, plan) = backend::estimate(&capped.validate().unwrap()).unwrap();
+    assert!(
+        plan.device_bytes <= cap,
+        "plan {} over {cap}",
+        plan.device_bytes
+    );
+    let (d0, _) = cuda::allocated();
+    let mut stream =
+        tiledzarr::Stream::new(&capped, Some(Box::new(tiledzarr::sink::Discard))).unwrap();
+    let frames = vec![7u8; 40 * 1024 * 1024 * 2];
+    stream.write_blocking(&frames, None).unwrap();
+    stream.finish().unwrap();
+    let used = cuda::allocated().0 - d0;
+    assert!(used <= cap, "allocated {used} over the cap {cap}");
+    println!(
+        "pyramid: uncapped plan {}, cap {cap}: plan {} allocated {used}",
+        uncapped.device_bytes, plan.device_bytes
+    );
+}
+
 /// `device_bytes` caps the plan: the batches shrink until the plan fits,
 /// the stream allocates no more than the cap, and a cap below one epoch's
 /// batch is refused naming the numbers.

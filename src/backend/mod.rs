@@ -284,7 +284,7 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
 /// it would run on, without creating it: the same choice as [`select`].
 pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {
     let (kind, mut plan) = estimate_backend(v)?;
-    let level1_on_gpu = kind == BackendKind::Gpu;
+    let level1_on_gpu = kind == BackendKind::Gpu && cuda::level1_on_gpu(v);
     plan.host_bytes = plan
         .host_bytes
         .saturating_add(cpu::pyramid_host_bytes(v, level1_on_gpu));

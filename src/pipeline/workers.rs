@@ -193,20 +193,26 @@ impl ComputeThread {
         let link = self.work(link);
         if let Some(link) = link {
             drop(link.jobs);
-            match link.thread.join() {
-                Ok(pyramid) => {
-                    for b in pyramid.into_backends() {
-                        let _ = self.retired.send(b);
-                    }
-                }
-                Err(_) => self
-                    .shared
-                    .poison(Error::Internal("the pyramid's thread panicked".into())),
-            }
+            self.join_pyramid(link.thread);
         }
         // The receiver lives as long as the stream; when it is already
         // gone, the backend is freed here.
         let _ = self.retired.send(self.backend);
+    }
+
+    /// Waits for the pyramid's thread; its backends go where level 0's
+    /// goes, to be freed with the stream.
+    fn join_pyramid(&self, thread: JoinHandle<Pyramid>) {
+        match thread.join() {
+            Ok(pyramid) => {
+                for b in pyramid.into_backends() {
+                    let _ = self.retired.send(b);
+                }
+            }
+            Err(_) => self
+                .shared
+                .poison(Error::Internal("the pyramid's thread panicked".into())),
+        }
     }
 
     fn start_pyramid(&self, pyramid: Pyramid) -> Result<PyramidLink> {
@@ -281,10 +287,7 @@ impl ComputeThread {
                     self.drain();
                     if let Some(l) = link {
                         let _ = l.jobs.send(PyramidJob::Finish);
-                        if l.thread.join().is_err() {
-                            self.shared
-                                .poison(Error::Internal("the pyramid's thread panicked".into()));
-                        }
+                        self.join_pyramid(l.thread);
                     }
                     let _ = self.deliveries.send(Delivery::Finish { planes });
                     return None;

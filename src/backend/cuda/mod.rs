@@ -52,16 +52,41 @@ pub fn plan(v: &Validated) -> Result<MemoryPlan> {
 }
 
 /// Level 0's backend and, with a pyramid, the backend that compresses
-/// level 1 ([`pyramid::lane_config`]).
+/// level 1 ([`level1_lane`]).
 fn stream_plan(v: &Validated) -> Result<MemoryPlan> {
     let mut plan = backend_plan(v)?;
-    if let Some(lane) = pyramid::lane_config(v) {
-        let more = backend_plan(&lane)?;
+    if let Some((_, more)) = level1_lane(v)? {
         plan.device_bytes += more.device_bytes;
         plan.pinned_bytes += more.pinned_bytes;
         plan.host_bytes += more.host_bytes;
     }
     Ok(plan)
+}
+
+/// The configuration and plan of the backend that compresses pyramid
+/// level 1 of `v` ([`pyramid::lane_config`]), unless `v` has no pyramid
+/// or a `device_bytes` cap leaves no room for it beside level 0's
+/// batches (its nvCOMP temp buffer alone takes about a gigabyte): level 1
+/// is then compressed on the host's threads rather than level 0's
+/// batches made smaller.
+fn level1_lane(v: &Validated) -> Result<Option<(Validated, MemoryPlan)>> {
+    let Some(lane) = pyramid::lane_config(v) else {
+        return Ok(None);
+    };
+    let plan = backend_plan(&lane)?;
+    if let Some(cap) = v.config.device_bytes {
+        if backend_plan(v)?.device_bytes + plan.device_bytes > cap {
+            return Ok(None);
+        }
+    }
+    Ok(Some((lane, plan)))
+}
+
+/// Whether a GPU stream of `v` compresses pyramid level 1 on the GPU.
+pub fn level1_on_gpu(v: &Validated) -> bool {
+    gpu_plan(v)
+        .and_then(|p| level1_lane(&p))
+        .is_ok_and(|lane| lane.is_some())
 }
 
 /// What one [`CudaBackend`] built for `v` allocates.
@@ -276,10 +301,10 @@ impl CudaBackend {
     }
 
     /// The backend that compresses pyramid level 1 of `v` (a stream planned
-    /// for the GPU), or `None` without a pyramid.
+    /// for the GPU), or `None` where the host's threads do.
     pub fn for_level1(v: &Validated) -> Result<Option<CudaBackend>> {
-        pyramid::lane_config(v)
-            .map(|lane| CudaBackend::new(&lane))
+        level1_lane(v)?
+            .map(|(lane, _)| CudaBackend::new(&lane))
             .transpose()
     }
 
