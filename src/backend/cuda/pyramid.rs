@@ -4,7 +4,8 @@
 //! (kernels/downsample.cu, the arithmetic of
 //! [`crate::backend::cpu::downsample`]) and only level 1's planes, an
 //! eighth of the bytes for a 3-D pyramid, come back to the host, where the
-//! levels above are made from them.
+//! levels above are made from them and whence level 1 goes to a GPU
+//! backend of its own ([`lane_config`]) to be compressed.
 
 use super::driver::{DeviceBuffer, Event, Stream};
 use super::kernels::Kernels;
