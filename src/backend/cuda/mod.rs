@@ -10,6 +10,8 @@
 //! stream) and batch n-1's bytes are copied out (output stream). Events
 //! chain the stages; a few device pools rotate through the roles of a batch
 //! (`pools.rs`) so that no stage overwrites what another still reads.
+//! `stages.rs` enqueues a batch's stages; `plan.rs` sizes what a stream
+//! allocates (`sizes.rs` per buffer) before anything is.
 
 pub mod ceilings;
 mod codec;
@@ -21,147 +23,29 @@ mod host_copy;
 mod kernels;
 mod outputs;
 mod pinned_cache;
+mod plan;
 mod pools;
 mod pyramid;
 mod sizes;
+mod stages;
 
 pub use driver::PinnedBuffer;
 pub use host_copy::copy_streaming;
+use plan::{check_fits, host_bytes, level1_lane};
+pub use plan::{gpu_plan, level1_on_gpu, plan};
 
-use super::{Backend, BatchJob, EpochJob, Level1Job, StagingBuffer};
+use super::{Backend, BatchJob, EpochJob, StagingBuffer};
 use crate::config::Validated;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::memory::MemoryPlan;
-use crate::metrics::{Metrics, Stage};
-use crate::shard::{CompressedEpoch, EpochData};
+use crate::metrics::Metrics;
+use crate::shard::CompressedEpoch;
 use compressor::Compressor;
-use driver::{gpu_err, Context, DeviceBuffer, Event, Stream};
+use driver::{Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
 use outputs::OutputPool;
 use pools::{Pools, Roles};
 use sizes::Sizes;
-use std::ffi::c_void;
-use std::time::Instant;
-
-/// The GPU backend's plan for `v` (its GPU staging plan applied, under
-/// its `device_bytes` cap).
-pub fn plan(v: &Validated) -> Result<MemoryPlan> {
-    probe(v).map_err(Error::BackendUnavailable)?;
-    stream_plan(&gpu_plan(v)?)
-}
-
-/// Level 0's backend and, with a pyramid, the backend that compresses
-/// level 1 ([`level1_lane`]).
-fn stream_plan(v: &Validated) -> Result<MemoryPlan> {
-    let mut plan = backend_plan(v)?;
-    if let Some((_, more)) = level1_lane(v)? {
-        plan.device_bytes += more.device_bytes;
-        plan.pinned_bytes += more.pinned_bytes;
-        plan.host_bytes += more.host_bytes;
-    }
-    Ok(plan)
-}
-
-/// The configuration and plan of the backend that compresses pyramid
-/// level 1 of `v` ([`pyramid::lane_config`]), unless `v` has no pyramid
-/// or a `device_bytes` cap leaves no room for it beside level 0's
-/// batches (its nvCOMP temp buffer alone takes about a gigabyte): level 1
-/// is then compressed on the host's threads rather than level 0's
-/// batches made smaller.
-fn level1_lane(v: &Validated) -> Result<Option<(Validated, MemoryPlan)>> {
-    let Some(lane) = pyramid::lane_config(v) else {
-        return Ok(None);
-    };
-    let plan = backend_plan(&lane)?;
-    if let Some(cap) = v.config.device_bytes {
-        if backend_plan(v)?.device_bytes + plan.device_bytes > cap {
-            return Ok(None);
-        }
-    }
-    Ok(Some((lane, plan)))
-}
-
-/// Whether a GPU stream of `v` compresses pyramid level 1 on the GPU.
-pub fn level1_on_gpu(v: &Validated) -> bool {
-    gpu_plan(v)
-        .and_then(|p| level1_lane(&p))
-        .is_ok_and(|lane| lane.is_some())
-}
-
-/// What one [`CudaBackend`] built for `v` allocates.
-fn backend_plan(v: &Validated) -> Result<MemoryPlan> {
-    let gpu_codec = codec::load(v.config.codec, v.layout.elem_size())?;
-    let z = Sizes::new(v, gpu_codec.as_deref())?;
-    let (pinned_bytes, host_bytes) = host_bytes(v, &z);
-    Ok(MemoryPlan {
-        device_bytes: device_bytes(v, &z),
-        pinned_bytes,
-        host_bytes,
-    })
-}
-
-/// Device bytes of a stream with batches of `z.epochs` epochs.
-fn device_bytes(v: &Validated, z: &Sizes) -> u64 {
-    z.device_bytes(v.layout.tiles_per_epoch() as usize)
-        + pyramid::device_bytes(v, z.epochs as u64) as u64
-}
-
-/// `v` with the GPU's staging plan, its batches made small enough for its
-/// `device_bytes` cap (the largest batch that fits, the staging buffers
-/// as many as before); refused with the numbers when one epoch per batch
-/// does not fit.
-pub fn gpu_plan(v: &Validated) -> Result<Validated> {
-    let mut v = v.with_gpu_staging()?;
-    let Some(cap) = v.config.device_bytes else {
-        return Ok(v);
-    };
-    let need = |v: &Validated| -> Result<u64> { Ok(stream_plan(v)?.device_bytes) };
-    let first = need(&v)?;
-    if first <= cap {
-        return Ok(v);
-    }
-    // Device memory grows with the batch: the largest batch that fits.
-    let (mut lo, mut hi) = (0u64, v.epochs_per_buffer);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        v.epochs_per_buffer = mid;
-        if need(&v)? <= cap {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    if lo == 0 {
-        v.epochs_per_buffer = 1;
-        let smallest = need(&v)?;
-        return Err(Error::OutOfMemory(format!(
-            "device_bytes is {cap}, but the GPU backend needs {smallest} bytes of device memory \
-             for its smallest batch (one epoch of {} bytes, {} tiles; {first} for the default \
-             batch): raise device_bytes, or make epochs smaller (tile[0], the frame size)",
-            v.layout.epoch_bytes(),
-            v.layout.tiles_per_epoch()
-        )));
-    }
-    v.epochs_per_buffer = lo;
-    Ok(v)
-}
-
-/// Page-locked bytes (staging and the backend's own buffers) and ordinary
-/// host bytes (the shard state and the host copy of the permutation and
-/// chunk tables) of a GPU stream.
-fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
-    let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
-    let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes()) as u64;
-    let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, max_chunk);
-    // Offsets of the epochs in flight (three), the tables built once, and
-    // a batch too large for the page-locked output buffers.
-    let tables = 3 * (v.layout.shard_major_len() + 1) * 8 + 2 * z.chunks as u64 * 8;
-    let host = assembler
-        .saturating_add(tables)
-        .saturating_add(z.fallback_bytes as u64);
-    (z.pinned_bytes() + staging, host)
-}
 
 /// Device and page-locked bytes the GPU backend holds right now, all
 /// streams of the process together (page-locked buffers kept for the next
@@ -180,22 +64,6 @@ pub fn cached_pinned_bytes() -> u64 {
 /// are freed anyway after 30 s unused); returns the bytes freed.
 pub fn release_cached_memory() -> u64 {
     pinned_cache::release()
-}
-
-/// Refuses a configuration whose buffers do not fit in the device's free
-/// memory, before allocating any of them.
-fn check_fits(z: &Sizes, tiles_per_epoch: usize, pyramid: usize) -> Result<()> {
-    let need = z.device_bytes(tiles_per_epoch) + pyramid as u64;
-    let (free, total) =
-        cudarc::driver::result::mem_get_info().map_err(|e| gpu_err("reading free memory", e))?;
-    if need > free as u64 {
-        return Err(Error::OutOfMemory(format!(
-            "the GPU backend needs {need} bytes of device memory for batches of {} epochs ({} tiles), \
-             but {free} of {total} are free; lower staging_bytes or the tile count per epoch",
-            z.epochs, z.chunks
-        )));
-    }
-    Ok(())
 }
 
 /// Whether this build carries the CUDA kernels (nvcc was found at build time).
@@ -449,307 +317,6 @@ impl CudaBackend {
             .upload_async(&sizes, s, "uploading chunk tables")?;
         s.sync("uploading chunk tables")
     }
-
-    /// The pools of a batch of `chunks` tiles, as a codec's kernels see
-    /// them.
-    fn codec_pools(&self, roles: &Roles, chunks: usize) -> codec::Pools {
-        codec::Pools {
-            tiles: self.pools.ptr(roles.tiles),
-            tile_stride: self.tile_stride as u64,
-            scratch: roles.filtered.map_or(0, |p| self.pools.ptr(p)),
-            slots: roles.chunks.map_or(0, |p| self.pools.ptr(p)),
-            slot_stride: self.chunk_stride as u64,
-            sizes: self.d_sizes.ptr,
-            chunks,
-            tile_bytes: self.layout.tile_bytes(),
-        }
-    }
-
-    /// Whether the armed `fault` strikes the batch being enqueued.
-    fn strikes(&self, fault: faults::Fault) -> bool {
-        self.fault == fault && self.batches == faults::STRIKES_ON_BATCH
-    }
-
-    /// Input stream: the H2D copy of `input` into a landing pool, level 1
-    /// of the pyramid when asked, the scatter into a tile pool and the
-    /// codec's filter. Returns the batch's pools.
-    fn enqueue_scatter(
-        &mut self,
-        slot: usize,
-        input: &[u8],
-        epochs: usize,
-        level1: Option<Level1Job<'_>>,
-    ) -> Result<Roles> {
-        let chunks = epochs * self.layout.tiles_per_epoch() as usize;
-        let s = &self.input;
-        let sl = &self.slots[slot];
-        let land = self.pools.take(s)?;
-        sl.h2d_start.record(s, "H2D copy")?;
-        self.pools.buffer(land).upload_async(input, s, "H2D copy")?;
-        sl.h2d_end.record(s, "H2D copy")?;
-        // Beside the scatter; the compute stream, which writes over the
-        // landing pool next, waits for it (`enqueue_compress`).
-        if let (Some(l1), Some(job)) = (&mut self.level1, level1) {
-            l1.enqueue(&self.kernels, self.pools.buffer(land), &sl.h2d_end, job)?;
-        }
-        let tiles = self.pools.take(s)?;
-        let roles = self.pools.roles(land, tiles);
-        if self.has_edges {
-            self.pools.buffer(tiles).zero_async(
-                chunks * self.tile_stride,
-                s,
-                "clearing the tile pool",
-            )?;
-        }
-        let mut geometry = self.geometry;
-        let mut epochs_arg = epochs as u64;
-        let mut in_ptr = self.pools.ptr(land);
-        if self.strikes(faults::Fault::ScatterIllegalAddress) {
-            in_ptr = 8; // never mapped: the kernel faults on its first load
-        }
-        let mut tiles_ptr = self.pools.ptr(tiles);
-        // One warp per input row (a run along the last dimension), eight
-        // warps a block; the kernel strides over any rows past the grid.
-        let width = self.geometry.extent[self.layout.rank() - 1].max(1);
-        let rows = epochs as u64 * self.layout.epoch_elems() / width;
-        let grid = rows.div_ceil(8).clamp(1, 1 << 20) as u32;
-        // SAFETY: the parameters match tz_scatter(const void*, void*,
-        // tz_geometry, uint64_t); both pools hold a whole batch.
-        unsafe {
-            self.kernels.scatter.launch(
-                grid,
-                256,
-                s,
-                &mut [
-                    &mut in_ptr as *mut _ as *mut c_void,
-                    &mut tiles_ptr as *mut _ as *mut c_void,
-                    &mut geometry as *mut _ as *mut c_void,
-                    &mut epochs_arg as *mut _ as *mut c_void,
-                ],
-                "scatter",
-            )?;
-        }
-        // The codec's filter (blosc's shuffle) on this stream too: it then
-        // overlaps the previous batch's compression where the pools allow.
-        if let Some(c) = &self.compressor {
-            c.enqueue_filter(&self.codec_pools(&roles, chunks), &self.kernels, s)?;
-        }
-        sl.scattered.record(s, "scatter")?;
-        Ok(roles)
-    }
-
-    /// Compute stream: compress the batch's tiles into its chunk pool and
-    /// copy the chunk statuses back.
-    fn enqueue_compress(&mut self, slot: usize, roles: &mut Roles, epochs: usize) -> Result<()> {
-        let chunks = epochs * self.layout.tiles_per_epoch() as usize;
-        if self.strikes(faults::Fault::CompressFails) {
-            return Err(gpu_err("compress", "injected failure (a test armed it)"));
-        }
-        let s = &self.compute;
-        self.pools.take_chunks(roles, s)?;
-        let pools = self.codec_pools(roles, chunks);
-        let sl = &mut self.slots[slot];
-        s.wait(&sl.scattered, "compress")?;
-        if let Some(reduced) = self.level1.as_ref().and_then(|l| l.reduced()) {
-            s.wait(reduced, "compress")?;
-        }
-        if let Some(c) = &mut self.compressor {
-            let from = roles.filtered.unwrap_or(roles.tiles);
-            let into = roles
-                .chunks
-                .ok_or_else(|| Error::Internal("a compressed batch without a chunk pool".into()))?;
-            c.enqueue(from, into, &pools, &self.kernels, s, "compress")?;
-            c.statuses
-                .download_async(&mut sl.h_statuses.as_i32s_mut()[..chunks], s, "compress")?;
-        }
-        sl.compressed.record(s, "compress")
-    }
-
-    /// Compute stream, after the compression of the batch: aggregate by
-    /// shard into its aggregated pool, copy the offsets back, and give back
-    /// the batch's other pools.
-    fn enqueue_aggregate(&mut self, slot: usize, roles: &Roles, epochs: usize) -> Result<()> {
-        let m = self.layout.tiles_per_epoch() as usize;
-        let chunks = epochs * m;
-        let len = self.layout.shard_major_len() as usize;
-        let (pool, pool_stride) = match roles.chunks {
-            // The gather reads each finished chunk from its start.
-            Some(p) => (
-                self.pools.ptr(p) + self.chunk_start as u64,
-                self.chunk_stride as u64,
-            ),
-            None => (self.pools.ptr(roles.tiles), self.tile_stride as u64),
-        };
-        let s = &self.compute;
-        let sl = &mut self.slots[slot];
-        let positions = epochs * len;
-        sl.d_offsets
-            .zero_async((positions + 1) * 8, s, "aggregate")?;
-        let (mut sizes, mut perm, mut offsets, mut out) = (
-            self.d_sizes.ptr,
-            self.d_perm.ptr,
-            sl.d_offsets.ptr,
-            self.pools.ptr(roles.aggregated),
-        );
-        let (mut m_arg, mut len_arg, mut count) = (m as u64, len as u64, chunks as u64);
-        let (mut pool_ptr, mut stride) = (pool, pool_stride);
-        let mut n_positions = positions as u64;
-        let grid = (chunks as u64).div_ceil(256).min(65535) as u32;
-        // SAFETY: the parameters match the three kernels of
-        // kernels/aggregate.cu; every buffer holds `epochs_per_batch` epochs.
-        unsafe {
-            self.kernels.permute_sizes.launch(
-                grid,
-                256,
-                s,
-                &mut [
-                    &mut sizes as *mut _ as *mut c_void,
-                    &mut perm as *mut _ as *mut c_void,
-                    &mut offsets as *mut _ as *mut c_void,
-                    &mut m_arg as *mut _ as *mut c_void,
-                    &mut len_arg as *mut _ as *mut c_void,
-                    &mut count as *mut _ as *mut c_void,
-                ],
-                "aggregate (permute sizes)",
-            )?;
-            self.kernels.exclusive_scan.launch(
-                1,
-                1024,
-                s,
-                &mut [
-                    &mut offsets as *mut _ as *mut c_void,
-                    &mut n_positions as *mut _ as *mut c_void,
-                ],
-                "aggregate (scan)",
-            )?;
-            self.kernels.gather_chunks.launch(
-                (chunks as u32).min(65535),
-                256,
-                s,
-                &mut [
-                    &mut pool_ptr as *mut _ as *mut c_void,
-                    &mut stride as *mut _ as *mut c_void,
-                    &mut sizes as *mut _ as *mut c_void,
-                    &mut perm as *mut _ as *mut c_void,
-                    &mut offsets as *mut _ as *mut c_void,
-                    &mut out as *mut _ as *mut c_void,
-                    &mut m_arg as *mut _ as *mut c_void,
-                    &mut len_arg as *mut _ as *mut c_void,
-                    &mut count as *mut _ as *mut c_void,
-                ],
-                "aggregate (gather)",
-            )?;
-        }
-        sl.d_offsets.download_async(
-            &mut sl.h_offsets.as_u64s_mut()[..positions + 1],
-            s,
-            "D2H copy",
-        )?;
-        sl.offsets_ready.record(s, "aggregate")?;
-        for p in roles.before_aggregate() {
-            self.pools.give_back(p, s)?;
-        }
-        Ok(())
-    }
-
-    /// Waits for a pending batch, copies its bytes out (output stream) and
-    /// hands its epochs on.
-    fn collect(
-        &mut self,
-        p: Pending,
-        metrics: &Metrics,
-        spare: &mut dyn FnMut() -> CompressedEpoch,
-        done: &mut dyn FnMut(CompressedEpoch) -> bool,
-    ) -> Result<bool> {
-        let len = self.layout.shard_major_len() as usize;
-        let chunks = p.epochs * self.layout.tiles_per_epoch() as usize;
-        let sl = &mut self.slots[p.slot];
-        // A fault in any of the batch's kernels (or in nvCOMP) surfaces at
-        // this wait, which cannot tell which one it was.
-        sl.offsets_ready
-            .sync("the batch's H2D copy, scatter, compress or aggregate")?;
-        if self.compressor.is_some() {
-            let statuses = &sl.h_statuses.as_i32s()[..chunks];
-            if let Some(bad) = statuses.iter().position(|&st| st != 0) {
-                return Err(gpu_err(
-                    "compress",
-                    format!("nvCOMP status {} on tile {bad}", statuses[bad]),
-                ));
-            }
-        }
-        let positions = p.epochs * len;
-        let total = sl.h_offsets.as_u64s()[positions] as usize;
-        let t = Instant::now();
-        let aggregated = self.pools.buffer(p.roles.aggregated);
-        let shared = if total <= self.outputs.buffer_bytes() {
-            let mut host = self.outputs.take()?;
-            aggregated.download_async(
-                &mut host.as_mut_slice()[..total],
-                &self.output,
-                "D2H copy",
-            )?;
-            self.d2h_done.record(&self.output, "D2H copy")?;
-            self.d2h_done.sync("D2H copy")?;
-            // The epochs share the page-locked buffer: a copy out of it on
-            // the host would cost as much as the whole GPU round trip.
-            self.outputs.share(host)
-        } else {
-            // A batch that hardly compressed: through ordinary memory.
-            let mut host = crate::memory::try_filled(
-                total,
-                0u8,
-                "a batch's shard-major bytes, larger than the page-locked output buffers",
-            )?;
-            aggregated.download_async(&mut host, &self.output, "D2H copy")?;
-            self.d2h_done.record(&self.output, "D2H copy")?;
-            self.d2h_done.sync("D2H copy")?;
-            std::sync::Arc::new(host)
-        };
-        self.pools.give_back(p.roles.aggregated, &self.output)?;
-        metrics.add_time(Stage::D2h, t.elapsed());
-        metrics.add_time(
-            Stage::H2d,
-            secs(sl.h2d_start.seconds_until(&sl.h2d_end, "H2D copy")?),
-        );
-        metrics.add_time(
-            Stage::Scatter,
-            secs(sl.h2d_end.seconds_until(&sl.scattered, "scatter")?),
-        );
-        metrics.add_time(
-            Stage::Compress,
-            secs(
-                sl.scattered
-                    .seconds_until(&sl.compressed, "compress")
-                    .unwrap_or(0.0),
-            ),
-        );
-        metrics.add_time(
-            Stage::Aggregate,
-            secs(
-                sl.compressed
-                    .seconds_until(&sl.offsets_ready, "aggregate")?,
-            ),
-        );
-
-        let offsets_all = sl.h_offsets.as_u64s();
-        for k in 0..p.epochs {
-            let offsets = &offsets_all[k * len..=(k + 1) * len];
-            let base = offsets[0];
-            let mut out = spare();
-            out.epoch = p.first_epoch + k as u64;
-            out.offsets.clear();
-            out.offsets.extend(offsets.iter().map(|o| o - base));
-            out.data = EpochData::Shared {
-                buffer: shared.clone(),
-                range: base as usize..offsets[len] as usize,
-            };
-            metrics.add_epoch();
-            if !done(out) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
 }
 
 impl Drop for CudaBackend {
@@ -763,10 +330,6 @@ impl Drop for CudaBackend {
             let _ = l.sync("shutdown");
         }
     }
-}
-
-fn secs(s: f64) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(s.max(0.0))
 }
 
 impl Backend for CudaBackend {
