@@ -198,17 +198,29 @@ __device__ void reduce_all(const void *in, void *out, const tz_reduction &r) {
 // integer type of at most 32 bits. The 4 (or 8, with pairs of planes)
 // elements of a whole window sit in registers; a window cut short by an
 // odd size takes the general path. Same results as reduce_one.
-template <typename T, int N>
-__device__ inline void sort_window(T (&v)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-#pragma unroll
-        for (int j = 0; j + 1 < N - i; ++j) {
-            T a = v[j], b = v[j + 1];
-            v[j] = b < a ? b : a;
-            v[j + 1] = b < a ? a : b;
-        }
-    }
+template <typename T>
+__device__ inline void order(T &a, T &b) {
+    const T lo = b < a ? b : a, hi = b < a ? a : b;
+    a = lo;
+    b = hi;
+}
+
+// Sorting networks of 4 and 8 elements (5 and 19 comparators, Knuth,
+// TAOCP 5.3.4): the ones src/backend/cpu/downsample sorts by.
+template <typename T>
+__device__ inline void sort_window(T (&v)[4]) {
+    order(v[0], v[1]); order(v[2], v[3]); order(v[0], v[2]); order(v[1], v[3]);
+    order(v[1], v[2]);
+}
+
+template <typename T>
+__device__ inline void sort_window(T (&v)[8]) {
+    order(v[0], v[2]); order(v[1], v[3]); order(v[4], v[6]); order(v[5], v[7]);
+    order(v[0], v[4]); order(v[1], v[5]); order(v[2], v[6]); order(v[3], v[7]);
+    order(v[0], v[1]); order(v[2], v[3]); order(v[4], v[5]); order(v[6], v[7]);
+    order(v[2], v[4]); order(v[3], v[5]);
+    order(v[1], v[4]); order(v[3], v[6]);
+    order(v[1], v[2]); order(v[3], v[4]); order(v[5], v[6]);
 }
 
 template <typename T, int PLANES>
@@ -254,7 +266,7 @@ __device__ void reduce_all_2d(const void *in_, void *out_, const tz_reduction &r
             for (int k = 1; k < N; ++k) result = result < v[k] ? v[k] : result;
             break;
         case 3:
-            sort_window<T, N>(v);
+            sort_window(v);
             result = v[(N - 1) / 2];
             break;
         default: break;
