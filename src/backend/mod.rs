@@ -280,6 +280,19 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
     ))
 }
 
+/// The backend of its own that compresses pyramid level 1 of `v` (a
+/// stream planned for `kind`): a GPU stream's, where its plan has one
+/// (levels 2.. are an eighth of level 1 or less, and stay on the host's
+/// threads); `None`: the host's threads compress level 1 too.
+pub fn level1_backend(v: &Validated, kind: BackendKind) -> Result<Option<Box<dyn Backend>>> {
+    Ok(match kind {
+        BackendKind::Gpu => {
+            cuda::CudaBackend::for_level1(v)?.map(|b| Box::new(b) as Box<dyn Backend>)
+        }
+        BackendKind::Cpu => None,
+    })
+}
+
 /// The memory a stream of this configuration would take, and the backend
 /// it would run on, without creating it: the same choice as [`select`].
 pub fn estimate(v: &Validated) -> Result<(BackendKind, MemoryPlan)> {

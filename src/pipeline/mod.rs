@@ -377,15 +377,7 @@ impl Parts {
                     .map(|a| a.for_level(k as u32))
             })
             .collect::<Result<_>>()?;
-        // A GPU stream compresses level 1 on the GPU too (levels 2.. are an
-        // eighth of it or less, and stay on the host's threads).
-        let level1: Option<Box<dyn Backend>> = match selection.kind {
-            BackendKind::Gpu => {
-                backend::cuda::CudaBackend::for_level1(&v)?.map(|b| Box::new(b) as Box<dyn Backend>)
-            }
-            BackendKind::Cpu => None,
-        };
-        let pyramid = Pyramid::new(&v, level1)?;
+        let pyramid = Pyramid::new(&v, backend::level1_backend(&v, selection.kind)?)?;
         let mut alloc = backend.staging_allocator()?;
         let staging = alloc(buffer_bytes)?;
         let more_staging = (v.staging_buffers > 1).then_some(alloc);
