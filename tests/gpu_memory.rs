@@ -109,6 +109,58 @@ fn a_capped_pyramid_stays_within_the_cap() {
     );
 }
 
+/// A pyramid on a device whose free memory holds level 0's batches but not
+/// level 1's GPU backend beside them (another process holds the rest):
+/// level 1 is compressed on the host's threads, the stream is not refused,
+/// and its reason says so.
+#[test]
+#[ignore = "needs a GPU: scripts/gpu-run.sh"]
+fn a_pyramid_without_room_for_level_1_falls_back_to_the_host() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let json = |cap: &str| {
+        format!(
+            r#"{{"dtype": "uint16", "backend": "gpu", {cap}
+                "multiscale": {{"levels": 3, "method": "mean"}}, "dimensions": [
+                {{"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1}},
+                {{"name": "y", "size": 1024, "tile": 32, "tiles_per_shard": 8}},
+                {{"name": "x", "size": 1024, "tile": 32, "tiles_per_shard": 8}}]}}"#
+        )
+    };
+    let config = Config::from_json(&json("")).unwrap();
+    let (_, with_lane) = backend::estimate(&config.validate().unwrap()).unwrap();
+    // Just under it, the plan keeps level 0's batches and drops the lane.
+    let cap = format!(r#""device_bytes": {},"#, with_lane.device_bytes - 1);
+    let level0 = Config::from_json(&json(&cap)).unwrap().validate().unwrap();
+    let (_, without_lane) = backend::estimate(&level0).unwrap();
+    let lane = with_lane.device_bytes - without_lane.device_bytes;
+    assert!(lane > 0, "the plan has a lane of {lane} bytes");
+    let leave = without_lane.device_bytes + lane / 2;
+    let held = cuda::faults::occupy_device_memory(0, leave).unwrap();
+    let (d0, _) = cuda::allocated();
+    let mut stream =
+        tiledzarr::Stream::new(&config, Some(Box::new(tiledzarr::sink::Discard))).unwrap();
+    let (kind, reason) = stream.backend();
+    let reason = reason.to_string();
+    assert_eq!(kind, backend::BackendKind::Gpu, "{reason}");
+    assert!(
+        reason.contains("level 1 compressed on the host"),
+        "{reason}"
+    );
+    let frames: Vec<u8> = (0..40u32 * 1024 * 1024 * 2)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    stream.write_blocking(&frames, None).unwrap();
+    let summary = stream.finish().unwrap();
+    let used = cuda::allocated().0 - d0;
+    assert!(used <= leave, "allocated {used}, {leave} were free");
+    println!(
+        "pyramid, {leave} bytes free (level 0 plans {}, level 1 {lane}): allocated {used}; {reason}; {summary:?}",
+        without_lane.device_bytes
+    );
+    drop(stream);
+    drop(held);
+}
+
 /// `device_bytes` caps the plan: the batches shrink until the plan fits,
 /// the stream allocates no more than the cap, and a cap below one epoch's
 /// batch is refused naming the numbers.

@@ -281,16 +281,41 @@ pub fn select(v: &mut Validated) -> Result<(Box<dyn Backend>, Selection)> {
 }
 
 /// The backend of its own that compresses pyramid level 1 of `v` (a
-/// stream planned for `kind`): a GPU stream's, where its plan has one
-/// (levels 2.. are an eighth of level 1 or less, and stay on the host's
-/// threads); `None`: the host's threads compress level 1 too.
-pub fn level1_backend(v: &Validated, kind: BackendKind) -> Result<Option<Box<dyn Backend>>> {
-    Ok(match kind {
-        BackendKind::Gpu => {
-            cuda::CudaBackend::for_level1(v)?.map(|b| Box::new(b) as Box<dyn Backend>)
-        }
+/// stream planned for `selection.kind`): a GPU stream's, where its plan has
+/// one (levels 2.. are an eighth of level 1 or less, and stay on the
+/// host's threads); `None`: the host's threads compress level 1 too.
+///
+/// Where level 1's GPU backend does not fit in what level 0's left free on
+/// the device (another process holds the rest), level 1 goes to the host's
+/// threads rather than the stream being refused, and `selection.reason`
+/// says so. Either way the pyramid's host memory is checked before any of
+/// it is allocated.
+pub fn level1_backend(
+    v: &Validated,
+    selection: &mut Selection,
+) -> Result<Option<Box<dyn Backend>>> {
+    if v.image.levels.len() < 2 {
+        return Ok(None);
+    }
+    let lane = match selection.kind {
+        BackendKind::Gpu => match cuda::CudaBackend::for_level1(v) {
+            Ok(lane) => lane,
+            Err(Error::OutOfMemory(why)) => {
+                selection.reason = format!(
+                    "{}; pyramid level 1 compressed on the host, its GPU backend does not fit ({why})",
+                    selection.reason
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        },
         BackendKind::Cpu => None,
-    })
+    };
+    crate::memory::check_available(
+        cpu::pyramid_host_bytes(v, lane.is_some()),
+        "this stream's pyramid levels",
+    )?;
+    Ok(lane.map(|b| Box::new(b) as Box<dyn Backend>))
 }
 
 /// The memory a stream of this configuration would take, and the backend

@@ -364,7 +364,7 @@ struct Parts {
 
 impl Parts {
     fn prepare(mut v: Validated) -> Result<Parts> {
-        let (backend, selection) = backend::select(&mut v)?;
+        let (backend, mut selection) = backend::select(&mut v)?;
         let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
         let assemblers = v
@@ -377,7 +377,7 @@ impl Parts {
                     .map(|a| a.for_level(k as u32))
             })
             .collect::<Result<_>>()?;
-        let pyramid = Pyramid::new(&v, backend::level1_backend(&v, selection.kind)?)?;
+        let pyramid = Pyramid::new(&v, backend::level1_backend(&v, &mut selection)?)?;
         let mut alloc = backend.staging_allocator()?;
         let staging = alloc(buffer_bytes)?;
         let more_staging = (v.staging_buffers > 1).then_some(alloc);

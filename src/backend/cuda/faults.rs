@@ -36,3 +36,23 @@ pub(super) fn take() -> Fault {
         _ => Fault::None,
     }
 }
+
+/// Device memory held away from streams, so that a test can give the next
+/// stream less free memory than its plan; freed when dropped.
+pub struct Occupied {
+    _buffer: super::driver::DeviceBuffer,
+    // Last: the buffer is freed before the context goes.
+    _ctx: super::driver::Context,
+}
+
+/// Takes all but `leave_free` bytes of device `device`'s free memory.
+pub fn occupy_device_memory(device: u32, leave_free: u64) -> crate::error::Result<Occupied> {
+    let ctx = super::driver::Context::new(device)?;
+    let (free, _) = cudarc::driver::result::mem_get_info()
+        .map_err(|e| super::driver::gpu_err("reading free memory", e))?;
+    let bytes = (free as u64).saturating_sub(leave_free) as usize;
+    Ok(Occupied {
+        _buffer: super::driver::DeviceBuffer::new(bytes, "memory a test holds")?,
+        _ctx: ctx,
+    })
+}
