@@ -846,12 +846,14 @@ int32_t tz_estimate_memory_with(const struct tz_config *config,
                                 struct tz_memory_plan *out);
 
 /**
- * Frees the page-locked memory the process keeps for its next GPU stream:
- * when a GPU stream is destroyed its staging and output buffers are kept
+ * Frees the memory the process keeps for its next stream: when a GPU
+ * stream is destroyed its page-locked staging and output buffers are kept
  * for 30 s, so that a stream created meanwhile with buffers of the same
- * sizes starts without allocating them (about a second per GiB). Call it
- * when no stream follows soon and the memory is needed elsewhere. Returns
- * the bytes freed. Since 0.5.
+ * sizes starts without allocating them (about a second per GiB); a CPU
+ * stream's buffers of compressed epochs are kept the same way (a fresh
+ * one's pages are faulted in as it is first written). Call it when no
+ * stream follows soon and the memory is needed elsewhere. Returns the
+ * bytes freed. Since 0.5.
  */
 uint64_t tz_release_cached_memory(void);
 

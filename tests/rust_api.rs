@@ -101,3 +101,39 @@ fn the_kernels_are_built_in_when_the_build_had_nvcc() {
         eprintln!("TZ_REQUIRE_KERNELS not set: not checking for the kernels");
     }
 }
+
+/// A CPU stream's buffers of compressed epochs, when it ends, wait for the
+/// process's next stream (a fresh one is faulted in page by page), and
+/// `release_cached_memory` frees them.
+#[test]
+fn a_finished_streams_epoch_buffers_are_kept_and_released() {
+    // Epochs of 32 frames of 512 KiB: 16 MiB, incompressible, so each
+    // epoch's compressed bytes are over the size worth keeping.
+    let config = Config::from_json(
+        r#"{"dtype": "uint16", "backend": "cpu", "dimensions": [
+            {"size": 0, "tile": 32, "tiles_per_shard": 1},
+            {"size": 256, "tile": 32, "tiles_per_shard": 8},
+            {"size": 1024, "tile": 32, "tiles_per_shard": 8}]}"#,
+    )
+    .unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let frames: Vec<u8> = (0..3 * 16 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut s = Stream::new(&config, Some(Box::new(tiledzarr::sink::Discard))).unwrap();
+    s.write_blocking(&frames, None).unwrap();
+    s.finish().unwrap();
+    drop(s);
+    let kept = tiledzarr::memory::spare_bytes();
+    assert!(
+        kept >= tiledzarr::memory::SPARE_MIN_BYTES as u64,
+        "{kept} bytes kept"
+    );
+    let freed = tiledzarr::release_cached_memory();
+    assert!(freed >= kept, "{freed} of {kept} bytes freed");
+}

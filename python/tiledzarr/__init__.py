@@ -208,10 +208,11 @@ def estimate_memory(config: Optional[ConfigLike] = None, /, **kwargs: Any) -> Me
 
 
 def release_cached_memory() -> int:
-    """Frees the page-locked memory the process keeps for its next GPU
-    stream (a finished GPU stream's staging and output buffers, kept 30 s
-    so that a stream created meanwhile starts without allocating them);
-    returns the bytes freed (0 without a GPU)."""
+    """Frees the memory the process keeps for its next stream (a finished
+    GPU stream's page-locked staging and output buffers, a CPU stream's
+    buffers of compressed epochs, kept 30 s so that a stream created
+    meanwhile does not allocate and fault them in again); returns the
+    bytes freed."""
     return int(_native.release_cached_memory())
 
 

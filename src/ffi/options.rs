@@ -81,12 +81,14 @@ unsafe fn config_with(
     Ok(cfg)
 }
 
-/// Frees the page-locked memory the process keeps for its next GPU stream:
-/// when a GPU stream is destroyed its staging and output buffers are kept
+/// Frees the memory the process keeps for its next stream: when a GPU
+/// stream is destroyed its page-locked staging and output buffers are kept
 /// for 30 s, so that a stream created meanwhile with buffers of the same
-/// sizes starts without allocating them (about a second per GiB). Call it
-/// when no stream follows soon and the memory is needed elsewhere. Returns
-/// the bytes freed. Since 0.5.
+/// sizes starts without allocating them (about a second per GiB); a CPU
+/// stream's buffers of compressed epochs are kept the same way (a fresh
+/// one's pages are faulted in as it is first written). Call it when no
+/// stream follows soon and the memory is needed elsewhere. Returns the
+/// bytes freed. Since 0.5.
 #[no_mangle]
 pub extern "C" fn tz_release_cached_memory() -> u64 {
     std::panic::catch_unwind(crate::release_cached_memory).unwrap_or(0)

@@ -59,6 +59,16 @@ impl EpochData {
     }
 }
 
+impl Drop for EpochData {
+    /// A large owned vector waits for the process's next stream
+    /// ([`crate::memory::give_spare_bytes`]) rather than being unmapped.
+    fn drop(&mut self) {
+        if let EpochData::Owned(v) = self {
+            crate::memory::give_spare_bytes(std::mem::take(v));
+        }
+    }
+}
+
 impl Default for EpochData {
     fn default() -> EpochData {
         EpochData::Owned(Vec::new())

@@ -46,12 +46,21 @@ pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     Ok(tasks)
 }
 
+/// Bytes between the starts of two tiles in a task's scratch: a tile and
+/// a cache line. Each input run feeds every tile of the task at once; tiles
+/// a power of two apart (64 KiB) would all fall in the same few cache sets
+/// and evict one another while being written.
+pub fn scratch_stride(tile_bytes: usize) -> usize {
+    tile_bytes + 64
+}
+
 /// Copies the task's tiles out of the epoch's input into `tiles`
-/// (`count` tiles of `tile_bytes`, back to back). Parts of edge tiles
-/// outside the array get the fill value (zero).
+/// (`count` tiles of `tile_bytes`, [`scratch_stride`] apart). Parts of edge
+/// tiles outside the array get the fill value (zero).
 pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8]) {
     let elem = layout.elem_size();
     let tile_bytes = layout.tile_bytes();
+    let stride = scratch_stride(tile_bytes);
     let run = task.plan.run_len() as usize;
     // Along the last dimension, tile j starts `j * tile` elements further.
     let step = layout.dims()[layout.rank() - 1].tile as usize;
@@ -68,7 +77,7 @@ pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8
     for k in 0..task.count {
         let j = task.first_in_row + k;
         if task.plan.is_clipped() || extent(j) < run {
-            let t = k as usize * tile_bytes;
+            let t = k as usize * stride;
             tiles[t..t + tile_bytes].fill(0);
         }
     }
@@ -77,7 +86,7 @@ pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8
             let j = task.first_in_row as usize + k;
             let n = extent(j as u64) * elem;
             let from = (src as usize + j * step) * elem;
-            let to = k * tile_bytes + dst as usize * elem;
+            let to = k * stride + dst as usize * elem;
             tiles[to..to + n].copy_from_slice(&input[from..from + n]);
         }
     });

@@ -13,7 +13,7 @@ use crate::memory::MemoryPlan;
 use crate::memory::{try_filled, try_reserve};
 use crate::metrics::Stage;
 use crate::shard::{CompressedEpoch, ShardAssembler};
-use gather::{gather_row, row_tasks, RowTask};
+use gather::{gather_row, row_tasks, scratch_stride, RowTask};
 use rayon::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -39,7 +39,8 @@ fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let tiles = layout.tiles_per_epoch();
     let positions = layout.shard_major_len();
     let epoch_out = tiles * chunk + (positions + 1) * 8;
-    let scratch = v.threads as u64 * task_tiles(layout) * layout.tile_bytes() as u64;
+    let scratch =
+        v.threads as u64 * task_tiles(layout) * scratch_stride(layout.tile_bytes()) as u64;
     let tables = positions * std::mem::size_of::<Option<u64>>() as u64
         + tiles * std::mem::size_of::<Vec<u8>>() as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
@@ -93,6 +94,8 @@ pub struct CpuBackend {
     order: Vec<Option<u64>>,
     /// One encoded chunk per pool slot, reused from epoch to epoch.
     chunks: Vec<Vec<u8>>,
+    /// The most an epoch's chunks take.
+    epoch_bound: usize,
 }
 
 impl CpuBackend {
@@ -118,7 +121,9 @@ impl CpuBackend {
             Vec::new(),
             "chunk buffers",
         )?;
+        let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes());
         Ok(CpuBackend {
+            epoch_bound: chunks.len().saturating_mul(max_chunk),
             layout,
             codec: v.config.codec,
             pool,
@@ -143,6 +148,7 @@ impl Backend for CpuBackend {
     fn compress_epoch(&mut self, job: EpochJob<'_>, out: &mut CompressedEpoch) -> Result<()> {
         let layout = &self.layout;
         let tile_bytes = layout.tile_bytes();
+        let stride = scratch_stride(tile_bytes);
         let codec = self.codec;
         let elem = layout.elem_size();
         // Hand each task its own slice of the chunk outputs.
@@ -161,7 +167,7 @@ impl Backend for CpuBackend {
                         return Ok(());
                     }
                     let t0 = Instant::now();
-                    let need = task.count as usize * tile_bytes;
+                    let need = task.count as usize * stride;
                     try_reserve(
                         scratch,
                         need.saturating_sub(scratch.len()),
@@ -173,7 +179,8 @@ impl Backend for CpuBackend {
                     let compressor = compressor
                         .as_mut()
                         .map_err(|e| Error::Internal(format!("creating compressor: {e}")))?;
-                    for (k, (tile, chunk)) in scratch.chunks(tile_bytes).zip(chunks).enumerate() {
+                    let tiles = scratch.chunks(stride).map(|s| &s[..tile_bytes]);
+                    for (k, (tile, chunk)) in tiles.zip(chunks).enumerate() {
                         compressor.compress(tile, chunk).map_err(|e| {
                             let what = format!("compressing tile {}", task.first_slot + k as u64);
                             match e.kind() {
@@ -191,7 +198,7 @@ impl Backend for CpuBackend {
             )
         })?;
         job.metrics.time(Stage::Aggregate, || {
-            aggregate(&self.order, &self.chunks, out, &self.pool)
+            aggregate(&self.order, &self.chunks, self.epoch_bound, out, &self.pool)
         })?;
         out.epoch = job.epoch;
         Ok(())
@@ -209,6 +216,7 @@ const AGGREGATE_POSITIONS: usize = 64;
 fn aggregate(
     order: &[Option<u64>],
     chunks: &[Vec<u8>],
+    bound: usize,
     out: &mut CompressedEpoch,
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
@@ -223,10 +231,23 @@ fn aggregate(
         out.offsets.push(total as u64);
     }
     let data = out.data.owned_mut();
-    // The vector comes back epoch after epoch: only growth is filled.
+    // The vector comes back epoch after epoch: only growth is filled, on
+    // the pool, where its pages are first touched (a fresh epoch's hundred
+    // megabytes zeroed by one thread took longer than the copies).
+    if data.capacity() < total {
+        // A fresh vector's pages are faulted in on first touch: one kept
+        // from an earlier stream of the process is not.
+        if let Some(kept) = crate::memory::take_spare_bytes(total) {
+            crate::memory::give_spare_bytes(std::mem::replace(data, kept));
+        }
+    }
     if data.len() < total {
-        try_reserve(data, total - data.len(), "an epoch's compressed bytes")?;
-        data.resize(total, 0);
+        // Room for epochs a little larger than this one, so that the
+        // vector serves them too, here and in a later stream.
+        let room = total.saturating_add(total / 16).min(bound).max(total);
+        try_reserve(data, room - data.len(), "an epoch's compressed bytes")?;
+        let grow = total - data.len();
+        pool.install(|| data.par_extend(rayon::iter::repeat_n(0u8, grow)));
     } else {
         data.truncate(total);
     }

@@ -3,8 +3,45 @@
 //! configuration decides goes through here: the host program must never be
 //! taken down because a configuration asked for too much.
 
+mod idle_cache;
+
 use crate::error::{Error, Result};
+pub use idle_cache::{IdleCache, IDLE};
 use std::path::Path;
+
+/// Large ordinary buffers (an epoch's compressed bytes) a finished stream
+/// leaves for the next: a fresh one's pages are faulted in on first touch,
+/// which took a CPU stream of a few epochs longer than the copies into it.
+static SPARE_BYTES: IdleCache<Vec<u8>> =
+    IdleCache::new("tz-host-cache", |v| v.capacity() as u64, 8);
+
+/// Buffers smaller than this are not worth keeping: the allocator reuses
+/// them.
+pub const SPARE_MIN_BYTES: usize = 8 << 20;
+
+/// Keeps `v` (its allocation; its contents are stale) for a later stream,
+/// if it is large enough to be worth it.
+pub fn give_spare_bytes(v: Vec<u8>) {
+    if v.capacity() >= SPARE_MIN_BYTES {
+        SPARE_BYTES.give(v);
+    }
+}
+
+/// A kept vector with room for `bytes` (its length and stale contents as
+/// they were), the most recently kept.
+pub fn take_spare_bytes(bytes: usize) -> Option<Vec<u8>> {
+    SPARE_BYTES.take(|v| v.capacity() >= bytes)
+}
+
+/// Frees the kept ordinary buffers; returns the bytes freed.
+pub fn release_spare_bytes() -> u64 {
+    SPARE_BYTES.release()
+}
+
+/// Ordinary bytes kept for later streams.
+pub fn spare_bytes() -> u64 {
+    SPARE_BYTES.bytes()
+}
 
 /// A vector of `n` copies of `value`, or `OutOfMemory` naming `what`.
 pub fn try_filled<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>> {
@@ -106,6 +143,10 @@ fn cgroup_headroom(root: &Path) -> Option<u64> {
 /// Refuses `need` bytes of host memory (for `what`) when the system says
 /// fewer are available, with both numbers in the message.
 pub fn check_available(need: u64, what: &str) -> Result<()> {
+    if available_host_bytes().is_some_and(|free| need > free) {
+        // What the process keeps for later streams gives way first.
+        release_spare_bytes();
+    }
     match available_host_bytes() {
         Some(free) if need > free => Err(Error::OutOfMemory(format!(
             "{what} needs {need} bytes of host memory, but only {free} are available; \
