@@ -117,7 +117,7 @@ fn a_finished_streams_epoch_buffers_are_kept_and_released() {
     )
     .unwrap();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let frames: Vec<u8> = (0..3 * 16 << 20)
+    let frames: Vec<u8> = (0..(3 * 16) << 20)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;

@@ -136,9 +136,11 @@ pub type StagingAllocator = Box<dyn FnMut(usize) -> Result<StagingBuffer> + Send
 
 /// A staging buffer in ordinary memory, starting on a page boundary.
 fn host_staging(bytes: usize) -> Result<StagingBuffer> {
-    let mut buf = Vec::new();
     let total = bytes.saturating_add(PAGE - 1);
-    buf.try_reserve_exact(total).map_err(|_| {
+    // One kept from an earlier stream has its pages in already.
+    let mut buf = crate::memory::take_spare_bytes(total).unwrap_or_default();
+    buf.truncate(total);
+    buf.try_reserve_exact(total - buf.len()).map_err(|_| {
         Error::OutOfMemory(format!(
             "a staging buffer of {bytes} bytes could not be allocated; lower staging_bytes"
         ))
@@ -167,6 +169,17 @@ pub enum StagingBuffer {
         len: usize,
     },
     Pinned(cuda::PinnedBuffer),
+}
+
+impl Drop for StagingBuffer {
+    /// An ordinary buffer waits for the process's next stream
+    /// ([`crate::memory::give_spare_bytes`]); a page-locked one goes to
+    /// its own cache when dropped.
+    fn drop(&mut self) {
+        if let StagingBuffer::Host { buf, .. } = self {
+            crate::memory::give_spare_bytes(std::mem::take(buf));
+        }
+    }
 }
 
 impl StagingBuffer {

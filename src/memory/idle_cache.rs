@@ -36,10 +36,14 @@ impl<T: Send + 'static> IdleCache<T> {
         }
     }
 
-    /// The most recently kept buffer that `fits`, taken out of the cache.
+    /// The smallest kept buffer that `fits` (of those, the most recently
+    /// kept), taken out of the cache.
     pub fn take(&self, fits: impl Fn(&T) -> bool) -> Option<T> {
         let mut kept = self.kept.lock();
-        let i = kept.iter().rposition(|(b, _)| fits(b))?;
+        let i = (0..kept.len())
+            .rev()
+            .filter(|&i| fits(&kept[i].0))
+            .min_by_key(|&i| (self.size)(&kept[i].0))?;
         let (buffer, _) = kept.remove(i);
         self.bytes.fetch_sub((self.size)(&buffer), Relaxed);
         Some(buffer)
@@ -125,8 +129,19 @@ mod tests {
         CACHE.give(vec![3; 30]);
         assert_eq!(CACHE.bytes(), 50);
         assert!(CACHE.take(|v| v.len() == 10).is_none());
+        CACHE.give(vec![4; 20]);
+        assert_eq!(CACHE.bytes(), 50, "the 20 bytes of 2 evicted");
         let got = CACHE.take(|v| v.len() >= 15).unwrap();
-        assert_eq!(got[0], 3, "the most recent that fits");
+        assert_eq!(got[0], 4, "the smallest that fits");
+        let got = CACHE.take(|v| v.len() >= 15).unwrap();
+        assert_eq!(got[0], 3);
+        CACHE.give(vec![5; 20]);
+        CACHE.give(vec![6; 20]);
+        assert_eq!(
+            CACHE.take(|_| true).unwrap()[0],
+            6,
+            "of equals, the most recent"
+        );
         assert_eq!(CACHE.bytes(), 20);
         assert_eq!(CACHE.release(), 20);
         assert_eq!(CACHE.bytes(), 0);
