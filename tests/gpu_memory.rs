@@ -69,6 +69,18 @@ fn a_stream_allocates_what_the_plan_says() {
     }
 }
 
+/// A 3-level GPU pyramid of 1024 x 1024 frames; `cap` is empty or a
+/// `"device_bytes": N,` field.
+fn pyramid_json(cap: &str) -> String {
+    format!(
+        r#"{{"dtype": "uint16", "backend": "gpu", {cap}
+            "multiscale": {{"levels": 3, "method": "mean"}}, "dimensions": [
+            {{"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1}},
+            {{"name": "y", "size": 1024, "tile": 32, "tiles_per_shard": 8}},
+            {{"name": "x", "size": 1024, "tile": 32, "tiles_per_shard": 8}}]}}"#
+    )
+}
+
 /// A pyramid's level 1 has a GPU backend of its own; under a cap that
 /// leaves no room for it beside level 0's batches, level 1 goes to the
 /// host's threads, and the stream stays within the cap.
@@ -76,15 +88,7 @@ fn a_stream_allocates_what_the_plan_says() {
 #[ignore = "needs a GPU: scripts/gpu-run.sh"]
 fn a_capped_pyramid_stays_within_the_cap() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let json = |cap: &str| {
-        format!(
-            r#"{{"dtype": "uint16", "backend": "gpu", {cap}
-                "multiscale": {{"levels": 3, "method": "mean"}}, "dimensions": [
-                {{"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1}},
-                {{"name": "y", "size": 1024, "tile": 32, "tiles_per_shard": 8}},
-                {{"name": "x", "size": 1024, "tile": 32, "tiles_per_shard": 8}}]}}"#
-        )
-    };
+    let json = pyramid_json;
     let free = Config::from_json(&json("")).unwrap().validate().unwrap();
     let (_, uncapped) = backend::estimate(&free).unwrap();
     let cap = uncapped.device_bytes - 1;
@@ -117,15 +121,7 @@ fn a_capped_pyramid_stays_within_the_cap() {
 #[ignore = "needs a GPU: scripts/gpu-run.sh"]
 fn a_pyramid_without_room_for_level_1_falls_back_to_the_host() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let json = |cap: &str| {
-        format!(
-            r#"{{"dtype": "uint16", "backend": "gpu", {cap}
-                "multiscale": {{"levels": 3, "method": "mean"}}, "dimensions": [
-                {{"name": "z", "size": 0, "tile": 32, "tiles_per_shard": 1}},
-                {{"name": "y", "size": 1024, "tile": 32, "tiles_per_shard": 8}},
-                {{"name": "x", "size": 1024, "tile": 32, "tiles_per_shard": 8}}]}}"#
-        )
-    };
+    let json = pyramid_json;
     let config = Config::from_json(&json("")).unwrap();
     let (_, with_lane) = backend::estimate(&config.validate().unwrap()).unwrap();
     // Just under it, the plan keeps level 0's batches and drops the lane.
