@@ -93,10 +93,12 @@ pub fn probe(v: &Validated) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// What each of two batches in flight has of its own: the aggregated
-/// output's offsets (on the device and the host), the chunk statuses, and
-/// the events that mark its stages.
+/// What each of two batches in flight has of its own: its chunks' sizes
+/// (the compressor writes the next batch's while this one is aggregated),
+/// the aggregated output's offsets (on the device and the host), the chunk
+/// statuses, and the events that mark its stages.
 struct Slot {
+    d_sizes: DeviceBuffer,
     d_offsets: DeviceBuffer,
     /// Page-locked, so that copies into them do not block the host.
     h_offsets: PinnedBuffer,
@@ -137,7 +139,6 @@ pub struct CudaBackend {
     pools: Pools,
     /// Pyramid level 1 of a batch, when the stream has a pyramid.
     level1: Option<pyramid::Level1>,
-    d_sizes: DeviceBuffer,
     d_perm: DeviceBuffer,
     slots: [Slot; 2],
     next_slot: usize,
@@ -152,6 +153,8 @@ pub struct CudaBackend {
     input: Stream,
     compute: Stream,
     output: Stream,
+    /// The aggregation by shard, beside the next batch's compression.
+    aggregate: Stream,
     /// Marks the end of a batch's D2H copy on the output stream.
     d2h_done: Event,
     pub device_name: String,
@@ -216,6 +219,7 @@ impl CudaBackend {
         let positions = z.shard_positions;
         let slot = || -> Result<Slot> {
             Ok(Slot {
+                d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
                 d_offsets: DeviceBuffer::new((positions + 1) * 8, "shard offsets")?,
                 h_offsets: PinnedBuffer::new(&ctx, (positions + 1) * 8)?,
                 h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
@@ -241,7 +245,6 @@ impl CudaBackend {
             has_edges,
             pools,
             level1: pyramid::Level1::new(v, epochs as u64)?,
-            d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
             slots,
             next_slot: 0,
@@ -254,6 +257,7 @@ impl CudaBackend {
             input: Stream::new()?,
             compute: Stream::new_high_priority()?,
             output: Stream::new()?,
+            aggregate: Stream::new()?,
             d2h_done: Event::new()?,
             device_name,
             layout,
@@ -274,7 +278,7 @@ impl CudaBackend {
         // Whatever pools 0 and 1 hold: only the call matters.
         let mut roles = self.pools.roles(0, 0);
         roles.chunks = Some(1);
-        let pools = self.codec_pools(&roles, 1);
+        let pools = self.codec_pools(0, &roles, 1);
         let s = &self.compute;
         let Some(c) = &mut self.compressor else {
             return Ok(());
@@ -293,9 +297,11 @@ impl CudaBackend {
         let s = &self.compute;
         let Some(c) = &self.compressor else {
             // Without compression every chunk is a whole tile.
-            return self
-                .d_sizes
-                .upload_async(&sizes, s, "uploading chunk tables");
+            for sl in &self.slots {
+                sl.d_sizes
+                    .upload_async(&sizes, s, "uploading chunk tables")?;
+            }
+            return Ok(());
         };
         let table = |base: u64, stride: usize| -> Result<Vec<u64>> {
             let mut t = crate::memory::try_filled(chunks, 0u64, "chunk tables")?;
@@ -325,6 +331,7 @@ impl Drop for CudaBackend {
         let _ = self.ctx.bind();
         let _ = self.input.sync("shutdown");
         let _ = self.compute.sync("shutdown");
+        let _ = self.aggregate.sync("shutdown");
         let _ = self.output.sync("shutdown");
         if let Some(l) = &self.level1 {
             let _ = l.sync("shutdown");

@@ -1,7 +1,8 @@
 //! The stages of one batch on the GPU, each enqueued on its stream: the
 //! copy in, level 1 of a pyramid and the scatter (input stream), the
-//! codec (compute stream), the aggregation by shard (compute stream), and
-//! the copy out with the hand-over of the batch's epochs (`collect`).
+//! codec (compute stream), the aggregation by shard (a stream of its own,
+//! so that the next batch's compression need not wait for it), and the
+//! copy out with the hand-over of the batch's epochs (`collect`).
 
 use super::driver::gpu_err;
 use super::pools::Roles;
@@ -14,16 +15,16 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 impl CudaBackend {
-    /// The pools of a batch of `chunks` tiles, as a codec's kernels see
-    /// them.
-    pub(super) fn codec_pools(&self, roles: &Roles, chunks: usize) -> codec::Pools {
+    /// The pools of a batch of `chunks` tiles in `slot`, as a codec's
+    /// kernels see them.
+    pub(super) fn codec_pools(&self, slot: usize, roles: &Roles, chunks: usize) -> codec::Pools {
         codec::Pools {
             tiles: self.pools.ptr(roles.tiles),
             tile_stride: self.tile_stride as u64,
             scratch: roles.filtered.map_or(0, |p| self.pools.ptr(p)),
             slots: roles.chunks.map_or(0, |p| self.pools.ptr(p)),
             slot_stride: self.chunk_stride as u64,
-            sizes: self.d_sizes.ptr,
+            sizes: self.slots[slot].d_sizes.ptr,
             chunks,
             tile_bytes: self.layout.tile_bytes(),
         }
@@ -96,7 +97,7 @@ impl CudaBackend {
         // The codec's filter (blosc's shuffle) on this stream too: it then
         // overlaps the previous batch's compression where the pools allow.
         if let Some(c) = &self.compressor {
-            c.enqueue_filter(&self.codec_pools(&roles, chunks), &self.kernels, s)?;
+            c.enqueue_filter(&self.codec_pools(slot, &roles, chunks), &self.kernels, s)?;
         }
         sl.scattered.record(s, "scatter")?;
         Ok(roles)
@@ -116,7 +117,7 @@ impl CudaBackend {
         }
         let s = &self.compute;
         self.pools.take_chunks(roles, s)?;
-        let pools = self.codec_pools(roles, chunks);
+        let pools = self.codec_pools(slot, roles, chunks);
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
         if let Some(reduced) = self.level1.as_ref().and_then(|l| l.reduced()) {
@@ -134,9 +135,12 @@ impl CudaBackend {
         sl.compressed.record(s, "compress")
     }
 
-    /// Compute stream, after the compression of the batch: aggregate by
-    /// shard into its aggregated pool, copy the offsets back, and give back
-    /// the batch's other pools.
+    /// Aggregation stream, after the compression of the batch: aggregate
+    /// by shard into its aggregated pool, copy the offsets back, and give
+    /// back the batch's other pools. The compute stream goes on with the
+    /// next batch meanwhile: its sizes go to the other slot, and this
+    /// slot's are written again only after `collect` has waited for this
+    /// aggregation.
     pub(super) fn enqueue_aggregate(
         &mut self,
         slot: usize,
@@ -154,13 +158,14 @@ impl CudaBackend {
             ),
             None => (self.pools.ptr(roles.tiles), self.tile_stride as u64),
         };
-        let s = &self.compute;
+        let s = &self.aggregate;
         let sl = &mut self.slots[slot];
+        s.wait(&sl.compressed, "aggregate")?;
         let positions = epochs * len;
         sl.d_offsets
             .zero_async((positions + 1) * 8, s, "aggregate")?;
         let (mut sizes, mut perm, mut offsets, mut out) = (
-            self.d_sizes.ptr,
+            sl.d_sizes.ptr,
             self.d_perm.ptr,
             sl.d_offsets.ptr,
             self.pools.ptr(roles.aggregated),
