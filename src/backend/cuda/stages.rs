@@ -58,13 +58,6 @@ impl CudaBackend {
             l1.enqueue(&self.kernels, self.pools.buffer(land), &sl.h2d_end, job)?;
         }
         let tiles = self.pools.take(s)?;
-        if self.compressor.is_some() && self.batches > 0 {
-            // After the previous batch's compression, not beside it: the
-            // compressor ran about 15% slower with the scatter and the
-            // shuffle sharing the GPU, several times what they take alone.
-            // The copy in above still overlaps it.
-            s.wait(&self.slots[slot ^ 1].compressed, "scatter")?;
-        }
         let roles = self.pools.roles(land, tiles);
         if self.has_edges {
             self.pools.buffer(tiles).zero_async(
