@@ -4,7 +4,8 @@
 //! filesystem store).
 //!
 //! Layers, each depending only on those above it: [`memory`] (fallible
-//! allocation, what the host has left, the memory plan, the parallel copy)
+//! allocation, what the host has left, the memory plan, the parallel copy,
+//! the buffers kept for a process's next stream)
 //! and [`metrics`] (stage counters), which every layer may use;
 //! [`layout`] (index math),
 //! [`config`], [`codec`], [`shard`], [`sink`], [`pipeline`], [`backend`] and
