@@ -16,22 +16,32 @@
 // elements: TS 8-byte loads, and one 8-byte store per plane. Byte-wise, a
 // warp moved 32 bytes per instruction, and the shuffle, beside nvCOMP on
 // the GPU, slowed the compressor down.
-template <int TS>
-__device__ void shuffle_8_elements(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
-                                   uint64_t elems) {
+
+// Eight elements of TS bytes, loaded as TS words from 8-byte aligned
+// `src`; `byte_plane(j)` gathers byte j of each, element i's at byte i.
+template <int TS> struct EightElements {
     uint64_t w[TS];
+    __device__ explicit EightElements(const uint8_t *src) {
 #pragma unroll
-    for (int q = 0; q < TS; ++q) w[q] = ((const uint64_t *)src)[q];
-#pragma unroll
-    for (int j = 0; j < TS; ++j) {
+        for (int q = 0; q < TS; ++q) w[q] = ((const uint64_t *)src)[q];
+    }
+    __device__ uint64_t byte_plane(int j) const {
         uint64_t plane = 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const int at = i * TS + j; // byte j of element i
             plane |= ((w[at / 8] >> (8 * (at % 8))) & 0xffu) << (8 * i);
         }
-        *(uint64_t *)(dst + j * elems) = plane;
+        return plane;
     }
+};
+
+template <int TS>
+__device__ void shuffle_8_elements(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
+                                   uint64_t elems) {
+    const EightElements<TS> e(src);
+#pragma unroll
+    for (int j = 0; j < TS; ++j) *(uint64_t *)(dst + j * elems) = e.byte_plane(j);
 }
 
 // Whether the 8-element paths apply: 8-byte aligned tiles, planes and rows.
@@ -86,18 +96,10 @@ __device__ uint64_t transpose_8x8(uint64_t x) {
 template <int TS>
 __device__ void bitshuffle_8_elements(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
                                       uint64_t row, uint64_t k) {
-    uint64_t w[TS];
-#pragma unroll
-    for (int q = 0; q < TS; ++q) w[q] = ((const uint64_t *)src)[q];
+    const EightElements<TS> e(src);
 #pragma unroll
     for (int j = 0; j < TS; ++j) {
-        uint64_t x = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int at = i * TS + j;
-            x |= ((w[at / 8] >> (8 * (at % 8))) & 0xffu) << (8 * i);
-        }
-        x = transpose_8x8(x);
+        const uint64_t x = transpose_8x8(e.byte_plane(j));
 #pragma unroll
         for (int b = 0; b < 8; ++b) dst[(8 * j + b) * row + k] = (uint8_t)(x >> (8 * b));
     }
