@@ -6,12 +6,13 @@
 mod idle_cache;
 
 use crate::error::{Error, Result};
-pub use idle_cache::{IdleCache, IDLE};
+pub use idle_cache::IdleCache;
 use std::path::Path;
 
-/// Large ordinary buffers (an epoch's compressed bytes) a finished stream
-/// leaves for the next: a fresh one's pages are faulted in on first touch,
-/// which took a CPU stream of a few epochs longer than the copies into it.
+/// Large ordinary buffers (a CPU stream's staging and its epochs'
+/// compressed bytes) a finished stream leaves for the next: a fresh one's
+/// pages are faulted in on first touch, which took a CPU stream of a few
+/// epochs longer than the copies into it.
 static SPARE_BYTES: IdleCache<Vec<u8>> =
     IdleCache::new("tz-host-cache", |v| v.capacity() as u64, 8);
 
@@ -27,10 +28,11 @@ pub fn give_spare_bytes(v: Vec<u8>) {
     }
 }
 
-/// A kept vector with room for `bytes` (its length and stale contents as
-/// they were), the most recently kept.
+/// The smallest kept vector with room for `bytes` (its length and stale
+/// contents as they were), and not more than twice that: a stream holds
+/// about what its plan says.
 pub fn take_spare_bytes(bytes: usize) -> Option<Vec<u8>> {
-    SPARE_BYTES.take(|v| v.capacity() >= bytes)
+    SPARE_BYTES.take(|v| v.capacity() >= bytes && v.capacity() / 2 <= bytes)
 }
 
 /// Frees the kept ordinary buffers; returns the bytes freed.
@@ -143,11 +145,12 @@ fn cgroup_headroom(root: &Path) -> Option<u64> {
 /// Refuses `need` bytes of host memory (for `what`) when the system says
 /// fewer are available, with both numbers in the message.
 pub fn check_available(need: u64, what: &str) -> Result<()> {
-    if available_host_bytes().is_some_and(|free| need > free) {
-        // What the process keeps for later streams gives way first.
-        release_spare_bytes();
+    let mut available = available_host_bytes();
+    // What the process keeps for later streams gives way first.
+    if available.is_some_and(|free| need > free) && release_spare_bytes() > 0 {
+        available = available_host_bytes();
     }
-    match available_host_bytes() {
+    match available {
         Some(free) if need > free => Err(Error::OutOfMemory(format!(
             "{what} needs {need} bytes of host memory, but only {free} are available; \
              lower staging_bytes or the shard size"

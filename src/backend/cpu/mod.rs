@@ -231,12 +231,10 @@ fn aggregate(
         out.offsets.push(total as u64);
     }
     let data = out.data.owned_mut();
-    // The vector comes back epoch after epoch: only growth is filled, on
-    // the pool, where its pages are first touched (a fresh epoch's hundred
-    // megabytes zeroed by one thread took longer than the copies).
+    // The vector comes back epoch after epoch, or from an earlier stream
+    // of the process (a fresh one's pages are faulted in on first touch):
+    // only growth is filled, on the pool.
     if data.capacity() < total {
-        // A fresh vector's pages are faulted in on first touch: one kept
-        // from an earlier stream of the process is not.
         if let Some(kept) = crate::memory::take_spare_bytes(total) {
             crate::memory::give_spare_bytes(std::mem::replace(data, kept));
         }
