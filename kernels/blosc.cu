@@ -6,43 +6,10 @@
 // a chunk that does not shrink). The format is c-blosc 1.x's
 // (README_CHUNK_FORMAT, blosc.c): version 2, one block, one stream (the
 // "don't split" flag), the block's start and the stream's size as int32s.
-#include <stdint.h>
-
-// Byte shuffle: byte j of element e goes to plane j, at e. `count` tiles of
-// `elems` elements of `typesize` bytes, `in_stride` and `out_stride` bytes
-// apart.
 //
-// Where every tile and plane is aligned (the pools are), a thread takes 8
-// elements: TS 8-byte loads, and one 8-byte store per plane. Byte-wise, a
-// warp moved 32 bytes per instruction, and the shuffle, beside nvCOMP on
-// the GPU, slowed the compressor down.
-
-// Eight elements of TS bytes, loaded as TS words from 8-byte aligned
-// `src`; `byte_plane(j)` gathers byte j of each, element i's at byte i.
-template <int TS> struct EightElements {
-    uint64_t w[TS];
-    __device__ explicit EightElements(const uint8_t *src) {
-#pragma unroll
-        for (int q = 0; q < TS; ++q) w[q] = ((const uint64_t *)src)[q];
-    }
-    __device__ uint64_t byte_plane(int j) const {
-        uint64_t plane = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int at = i * TS + j; // byte j of element i
-            plane |= ((w[at / 8] >> (8 * (at % 8))) & 0xffu) << (8 * i);
-        }
-        return plane;
-    }
-};
-
-template <int TS>
-__device__ void shuffle_8_elements(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
-                                   uint64_t elems) {
-    const EightElements<TS> e(src);
-#pragma unroll
-    for (int j = 0; j < TS; ++j) *(uint64_t *)(dst + j * elems) = e.byte_plane(j);
-}
+// Where the geometry allows, the scatter shuffles as it writes each tile
+// (kernels/scatter.cu) and the shuffle kernels here do not run.
+#include "shuffle.cuh"
 
 // Whether the 8-element paths apply: 8-byte aligned tiles, planes and rows.
 __device__ bool aligned_8(const uint8_t *in, uint64_t in_stride, const uint8_t *out,
@@ -50,6 +17,8 @@ __device__ bool aligned_8(const uint8_t *in, uint64_t in_stride, const uint8_t *
     return (((uint64_t)in | in_stride | (uint64_t)out | out_stride | elems) % 8) == 0;
 }
 
+// Byte shuffle of `count` tiles of `elems` elements of `typesize` bytes,
+// `in_stride` and `out_stride` bytes apart.
 extern "C" __global__ void tz_shuffle_bytes(const uint8_t *__restrict__ in, uint64_t in_stride,
                                             uint8_t *__restrict__ out, uint64_t out_stride,
                                             uint64_t elems, uint32_t typesize, uint64_t count) {
@@ -76,32 +45,6 @@ extern "C" __global__ void tz_shuffle_bytes(const uint8_t *__restrict__ in, uint
         const uint8_t *src = in + c * in_stride + e * typesize;
         uint8_t *dst = out + c * out_stride + e;
         for (uint32_t j = 0; j < typesize; ++j) dst[j * elems] = src[j];
-    }
-}
-
-// The 8 x 8 bit matrix whose row i is byte i of `x`, transposed: bit i of
-// byte b of the result is bit b of byte i (Hacker's Delight, 7-3).
-__device__ uint64_t transpose_8x8(uint64_t x) {
-    uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
-    x = x ^ t ^ (t << 7);
-    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
-    x = x ^ t ^ (t << 14);
-    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
-    return x ^ t ^ (t << 28);
-}
-
-// Bit shuffle of 8 elements (bytes 8k.. of every row): byte j of the 8
-// elements gathered into a word, transposed, and its byte b stored at row
-// 8j + b. Adjacent threads write adjacent bytes of each row.
-template <int TS>
-__device__ void bitshuffle_8_elements(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
-                                      uint64_t row, uint64_t k) {
-    const EightElements<TS> e(src);
-#pragma unroll
-    for (int j = 0; j < TS; ++j) {
-        const uint64_t x = transpose_8x8(e.byte_plane(j));
-#pragma unroll
-        for (int b = 0; b < 8; ++b) dst[(8 * j + b) * row + k] = (uint8_t)(x >> (8 * b));
     }
 }
 
@@ -200,12 +143,14 @@ __device__ uint32_t block_adler32(const uint8_t *p, uint64_t n) {
 // header, the block start and the stream size, and for zlib the stream's
 // 2-byte header) and sizes[i] becomes its length. A chunk that would not be
 // smaller than 16 + tile_bytes becomes "memcpyed": the header and the tile
-// as it was before any shuffle (`raw`). For zlib, the Adler-32 of what
-// nvCOMP compressed (`packed`) follows the stream. `mode`: bit 0 zlib, bit 1
+// as it was before any shuffle, read from `raw` (shuffled with
+// `raw_filter` where the scatter shuffled, else TZ_FILTER_NONE). For zlib,
+// the Adler-32 of what nvCOMP compressed (`packed`) follows the stream. `mode`: bit 0 zlib, bit 1
 // store every chunk memcpyed (level 0: no stream was made, `sizes` is not
 // read). One block per chunk.
 extern "C" __global__ void tz_blosc_frame(uint8_t *chunks, uint64_t chunk_stride, uint64_t lead,
                                           uint64_t *sizes, const uint8_t *raw, uint64_t raw_stride,
+                                          uint32_t raw_filter,
                                           const uint8_t *packed, uint64_t packed_stride,
                                           uint64_t tile_bytes, uint32_t flags, uint32_t typesize,
                                           uint32_t mode, uint64_t count) {
@@ -220,7 +165,9 @@ extern "C" __global__ void tz_blosc_frame(uint8_t *chunks, uint64_t chunk_stride
         const bool memcpyed = store || total >= 16 + tile_bytes;
         if (memcpyed) {
             const uint8_t *src = raw + i * raw_stride;
-            for (uint64_t b = threadIdx.x; b < tile_bytes; b += blockDim.x) start[16 + b] = src[b];
+            const uint64_t elems = tile_bytes / typesize;
+            for (uint64_t b = threadIdx.x; b < tile_bytes; b += blockDim.x)
+                start[16 + b] = unshuffled_byte(src, b, elems, typesize, raw_filter);
         }
         uint32_t adler = 0;
         if (zlib && !memcpyed) adler = block_adler32(packed + i * packed_stride, tile_bytes);

@@ -3,7 +3,14 @@
 // worked out once per row, not per element, and the lanes then copy the row
 // in 8-byte words where the tiles' rows allow it, so that both the loads
 // and the stores are coalesced runs.
+//
+// With a `filter`, the scatter also shuffles as blosc's filter does (the
+// tile pool then holds the shuffled tiles the compressor reads): 8
+// elements a lane, each group's bytes stored at its place in every plane.
+// The host asks for it only where a row, a tile's row and the pool's tile
+// stride hold whole groups of 8 elements.
 #include "layout.cuh"
+#include "shuffle.cuh"
 
 // Copies one row of `units` units (U) to the pool: unit `x` goes to tile
 // `x / tile_units`, `tile_jump` units apart, at `x % tile_units` in it.
@@ -16,8 +23,28 @@ __device__ void copy_row(const U *__restrict__ in, U *__restrict__ out, uint64_t
     }
 }
 
-// `epochs` whole epochs of input into `epochs` tile pools, back to back.
-extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, uint64_t epochs) {
+// Shuffles one row of `groups` groups of 8 elements (TS bytes each) into
+// the tiles: group `x` goes to tile `x / tile_groups` (`tile_jump` bytes
+// apart from `tile`), at element `within + 8 * (x % tile_groups)` of it.
+template <int TS>
+__device__ void shuffle_row(const uint8_t *__restrict__ in, uint8_t *__restrict__ tile,
+                            uint64_t groups, uint64_t tile_groups, uint64_t tile_jump,
+                            uint64_t within, uint64_t tile_elems, uint32_t filter, unsigned lane) {
+    for (uint64_t x = lane; x < groups; x += 32) {
+        const uint64_t t = x / tile_groups;
+        uint8_t *dst = tile + t * tile_jump;
+        const uint64_t p = within + (x - t * tile_groups) * 8;
+        if (filter == TZ_FILTER_BYTES)
+            shuffle_8_elements<TS>(in + x * 8 * TS, dst + p, tile_elems);
+        else
+            bitshuffle_8_elements<TS>(in + x * 8 * TS, dst, tile_elems / 8, p / 8);
+    }
+}
+
+// `epochs` whole epochs of input into `epochs` tile pools, back to back,
+// shuffled by `filter` (TZ_FILTER_*).
+extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, uint64_t epochs,
+                                      uint32_t filter) {
     const int last = (int)g.rank - 1;
     const uint64_t elem = g.elem_size;
     const uint64_t width = g.extent[last];
@@ -47,6 +74,19 @@ extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, 
             uint64_t t = x / g.tile[d];
             slot += t * g.slot_stride[d];
             within += (x - t * g.tile[d]) * g.within_stride[d];
+        }
+        if (filter != TZ_FILTER_NONE) {
+            const uint8_t *row = (const uint8_t *)in + r * width * elem;
+            uint8_t *tile = (uint8_t *)out + (epoch * pool_elems + slot * g.tile_stride) * elem;
+            const uint64_t groups = width / 8, tile_groups = g.tile[last] / 8;
+            const uint64_t jump = g.slot_stride[last] * g.tile_stride * elem;
+            switch (elem) {
+            case 1: shuffle_row<1>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
+            case 2: shuffle_row<2>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
+            case 4: shuffle_row<4>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
+            default: shuffle_row<8>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
+            }
+            continue;
         }
         const uint64_t src = r * width * elem / unit;
         const uint64_t dst = (epoch * pool_elems + slot * g.tile_stride + within) * elem / unit;

@@ -74,7 +74,7 @@ for tool in memcheck racecheck; do
         "$here/bin/acquire" --frames 40 --size 256 --out "$results/sanitizer-$tool.zarr" --backend gpu
     rm -rf "$results/sanitizer-$tool.zarr"
     # The codecs' own kernels (shuffles, blosc framing, Adler-32).
-    check "sanitizer-$tool-codecs" env TZ_GPU_CODEC_CASES=2 "$sanitizer" --tool "$tool" \
+    check "sanitizer-$tool-codecs" env TZ_GPU_CODEC_CASES=3 "$sanitizer" --tool "$tool" \
         --error-exitcode 1 "$here/bin/gpu" --ignored --exact every_codec_on_the_gpu_decodes_as_the_cpu_store
 done
 fi

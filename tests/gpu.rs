@@ -199,9 +199,11 @@ fn every_codec_on_the_gpu_decodes_as_the_cpu_store() {
     // (they come back through ordinary memory).
     codecs.push(r#"{"name": "zstd", "level": 1}"#.to_string());
     // (dtype, dims, planes, random data). TZ_GPU_CODEC_CASES=N runs the
-    // first N (the sanitizers run two: every kernel path, fewer bytes).
+    // first N (the sanitizers run three: every kernel path, fewer bytes).
     let mut cases: Vec<(DType, Dims, u64, bool)> = vec![
-        // 5 x 7 x 9 = 315 elements per tile: not a multiple of 8.
+        // 5 x 7 x 9 = 315 elements per tile: not a multiple of 8. The cases
+        // after it: the scatter shuffles (random data: every chunk is
+        // stored memcpyed, unshuffled by the framing), then does not.
         (
             DType::Uint8,
             vec![(0, 5, 2), (37, 7, 3), (50, 9, 2)],
@@ -213,6 +215,14 @@ fn every_codec_on_the_gpu_decodes_as_the_cpu_store() {
             vec![(30, 4, 2), (33, 8, 2), (40, 16, 1)],
             30,
             true,
+        ),
+        // Rows of 36 elements: the shuffles run apart from the scatter (a
+        // row is not whole groups of 8), on tiles of 288 elements.
+        (
+            DType::Uint16,
+            vec![(0, 4, 1), (20, 6, 2), (36, 12, 2)],
+            9,
+            false,
         ),
         (
             DType::Uint16,

@@ -75,6 +75,18 @@ impl Geometry {
     }
 }
 
+impl Geometry {
+    /// Whether the scatter can shuffle as it writes (kernels/scatter.cu):
+    /// rows, tiles' rows and the pool's tile stride in whole groups of 8
+    /// elements.
+    pub fn can_filter(&self) -> bool {
+        let last = self.rank as usize - 1;
+        self.extent[last].is_multiple_of(8)
+            && self.tile[last].is_multiple_of(8)
+            && (self.tile_stride * u64::from(self.elem_size)).is_multiple_of(8)
+    }
+}
+
 pub struct Kernels {
     pub scatter: Kernel,
     pub permute_sizes: Kernel,
@@ -110,5 +122,29 @@ impl Kernels {
             downsample: downsample_mod.kernel("tz_downsample")?,
             _modules: [scatter_mod, aggregate_mod, blosc_mod, downsample_mod],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Dim;
+
+    fn geometry(dims: &[(u64, u64)], elem: usize, tile_stride_bytes: u64) -> Geometry {
+        let dims: Vec<Dim> = dims.iter().map(|&(s, t)| Dim::new(s, t, 1)).collect();
+        let layout = Layout::new(&dims, elem).unwrap();
+        Geometry::new(&layout, tile_stride_bytes / elem as u64)
+    }
+
+    #[test]
+    fn the_scatter_filters_only_whole_groups_of_8_elements() {
+        // cam-32: rows of 2048 elements, tiles' rows of 32.
+        assert!(geometry(&[(0, 32), (2048, 32), (2048, 32)], 2, 65536).can_filter());
+        // A partial tile at the end of each row is whole groups too.
+        assert!(geometry(&[(0, 4), (33, 8), (40, 16)], 4, 2048).can_filter());
+        // Rows of 36 elements; tiles' rows of 12; tiles 315 elements apart.
+        assert!(!geometry(&[(0, 4), (20, 6), (36, 12)], 2, 576).can_filter());
+        assert!(!geometry(&[(0, 4), (20, 6), (48, 12)], 2, 576).can_filter());
+        assert!(!geometry(&[(0, 5), (37, 7), (50, 9)], 1, 315).can_filter());
     }
 }

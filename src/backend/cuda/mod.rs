@@ -128,6 +128,8 @@ pub struct CudaBackend {
     /// compressed pool (the alignments nvCOMP requires).
     tile_stride: usize,
     chunk_stride: usize,
+    /// The codec's shuffle where the scatter applies it.
+    scatter_filter: codec::Filter,
     /// Where the compressor writes in a chunk's slot, and where the
     /// finished chunk starts.
     chunk_lead: usize,
@@ -209,6 +211,7 @@ impl CudaBackend {
             }),
         };
         let (tile_stride, chunk_stride) = (z.tile_stride, z.chunk_stride);
+        let scatter_filter = z.scatter_filter;
         let pools = Pools::new(z.pools, z.pool_bytes, z.usage)?;
         let tile_bytes = layout.tile_bytes();
         let elem = layout.elem_size();
@@ -239,6 +242,7 @@ impl CudaBackend {
             epochs_per_batch: epochs,
             tile_stride,
             chunk_stride,
+            scatter_filter,
             chunk_lead: z.chunk_lead,
             chunk_start: z.chunk_start,
             geometry,

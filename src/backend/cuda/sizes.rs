@@ -2,7 +2,8 @@
 //! allocated: the backend allocates exactly these, and the memory plan
 //! (`tz_estimate_memory`) adds them up.
 
-use super::codec::GpuCodec;
+use super::codec::{Filter, GpuCodec};
+use super::kernels::Geometry;
 use super::pools::{pool_count, Usage};
 use crate::config::{Cname, Codec, Shuffle, Validated};
 use crate::error::Result;
@@ -27,6 +28,9 @@ pub struct Sizes {
     pub chunk_lead: usize,
     pub chunk_start: usize,
     pub temp: usize,
+    /// The codec's filter where the scatter applies it (no scratch pool
+    /// then), else `Filter::None`.
+    pub scatter_filter: Filter,
     pub shard_positions: usize,
     /// The batch pools (see `pools.rs`): how many, and the bytes of each
     /// (the largest of a batch's input, tiles and chunks).
@@ -69,7 +73,7 @@ impl Sizes {
         let epochs = v.epochs_per_buffer as usize;
         let chunks = epochs * layout.tiles_per_epoch() as usize;
         let tile_bytes = layout.tile_bytes();
-        let (tile_stride, chunk_stride, temp, chunk_lead, chunk_start, filters) = match codec {
+        let (tile_stride, chunk_stride, temp, chunk_lead, chunk_start, scratch) = match codec {
             None => (
                 round_up(tile_bytes, 8),
                 round_up(tile_bytes, 8),
@@ -90,6 +94,16 @@ impl Sizes {
                 )
             }
         };
+        let elem = layout.elem_size();
+        let in_scatter = codec.map_or(Filter::None, |c| c.scatter_filter());
+        let scatter_filter = if in_scatter != Filter::None
+            && Geometry::new(layout, (tile_stride / elem) as u64).can_filter()
+        {
+            in_scatter
+        } else {
+            Filter::None
+        };
+        let filters = scratch && scatter_filter == Filter::None;
         let compressed = codec.is_some();
         let out_stride = if compressed {
             chunk_stride
@@ -114,6 +128,7 @@ impl Sizes {
             chunk_lead,
             chunk_start,
             temp,
+            scatter_filter,
             shard_positions: epochs * layout.shard_major_len() as usize,
             usage,
             pools: pool_count(usage, lean_by_default(v.config.codec)),

@@ -21,6 +21,7 @@ impl CudaBackend {
         codec::Pools {
             tiles: self.pools.ptr(roles.tiles),
             tile_stride: self.tile_stride as u64,
+            tiles_filter: self.scatter_filter,
             scratch: roles.filtered.map_or(0, |p| self.pools.ptr(p)),
             slots: roles.chunks.map_or(0, |p| self.pools.ptr(p)),
             slot_stride: self.chunk_stride as u64,
@@ -73,13 +74,15 @@ impl CudaBackend {
             in_ptr = 8; // never mapped: the kernel faults on its first load
         }
         let mut tiles_ptr = self.pools.ptr(tiles);
+        let mut filter = self.scatter_filter as u32;
         // One warp per input row (a run along the last dimension), eight
         // warps a block; the kernel strides over any rows past the grid.
         let width = self.geometry.extent[self.layout.rank() - 1].max(1);
         let rows = epochs as u64 * self.layout.epoch_elems() / width;
         let grid = rows.div_ceil(8).clamp(1, 1 << 20) as u32;
         // SAFETY: the parameters match tz_scatter(const void*, void*,
-        // tz_geometry, uint64_t); both pools hold a whole batch.
+        // tz_geometry, uint64_t, uint32_t); both pools hold a whole batch;
+        // a filter only where the geometry allows it (`Sizes`).
         unsafe {
             self.kernels.scatter.launch(
                 grid,
@@ -90,12 +93,14 @@ impl CudaBackend {
                     &mut tiles_ptr as *mut _ as *mut c_void,
                     &mut geometry as *mut _ as *mut c_void,
                     &mut epochs_arg as *mut _ as *mut c_void,
+                    &mut filter as *mut _ as *mut c_void,
                 ],
                 "scatter",
             )?;
         }
-        // The codec's filter (blosc's shuffle) on this stream too: it then
-        // overlaps the previous batch's compression where the pools allow.
+        // The codec's filter (blosc's shuffle), where the scatter did not
+        // apply it, on this stream too: it then overlaps the previous
+        // batch's compression where the pools allow.
         if let Some(c) = &self.compressor {
             c.enqueue_filter(&self.codec_pools(slot, &roles, chunks), &self.kernels, s)?;
         }

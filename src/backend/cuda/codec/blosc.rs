@@ -1,4 +1,5 @@
-//! blosc on the GPU: the shuffle filter into a scratch pool, nvCOMP's zstd,
+//! blosc on the GPU: the shuffle filter (in the scatter where the geometry
+//! allows, else into a scratch pool), nvCOMP's zstd,
 //! LZ4 or raw deflate compressing each shuffled tile as one Blosc1 block,
 //! and a kernel writing each chunk's Blosc1 header (and zlib's wrapper)
 //! around the stream (kernels/blosc.cu). The frames are c-blosc 1.x's, so
@@ -6,7 +7,7 @@
 //! "memcpyed", as c-blosc does.
 
 use super::nvcomp::NvBatched;
-use super::{Batch, BatchSizes, GpuCodec, Pools};
+use super::{Batch, BatchSizes, Filter, GpuCodec, Pools};
 use crate::backend::cuda::driver::Stream;
 use crate::backend::cuda::kernels::Kernels;
 use crate::config::{Cname, Shuffle};
@@ -87,8 +88,16 @@ impl GpuCodec for NvBlosc {
         })
     }
 
+    fn scatter_filter(&self) -> Filter {
+        match self.shuffle {
+            _ if !self.filters() => Filter::None,
+            Shuffle::Bit => Filter::Bits,
+            _ => Filter::Bytes,
+        }
+    }
+
     unsafe fn before_compress(&self, p: &Pools, k: &Kernels, s: &Stream) -> Result<()> {
-        if !self.filters() {
+        if !self.filters() || p.tiles_filter != Filter::None {
             return Ok(());
         }
         let (kernel, name) = match self.shuffle {
@@ -134,8 +143,12 @@ impl GpuCodec for NvBlosc {
     unsafe fn after_compress(&self, p: &Pools, k: &Kernels, s: &Stream) -> Result<()> {
         let (mut slots, mut slot_stride, mut lead) = (p.slots, p.slot_stride, LEAD as u64);
         let mut sizes = p.sizes;
+        // The tiles as they were before the shuffle (the framing undoes a
+        // shuffle the scatter did), and as the compressor read them.
         let (mut raw, mut raw_stride) = (p.tiles, p.tile_stride);
-        let mut packed = if self.filters() { p.scratch } else { p.tiles };
+        let mut raw_filter = p.tiles_filter as u32;
+        let shuffled_apart = self.filters() && p.tiles_filter == Filter::None;
+        let mut packed = if shuffled_apart { p.scratch } else { p.tiles };
         let mut packed_stride = p.tile_stride;
         let mut tile_bytes = p.tile_bytes as u64;
         let mut flags = self.flags();
@@ -158,6 +171,7 @@ impl GpuCodec for NvBlosc {
                     &mut sizes as *mut _ as *mut c_void,
                     &mut raw as *mut _ as *mut c_void,
                     &mut raw_stride as *mut _ as *mut c_void,
+                    &mut raw_filter as *mut _ as *mut c_void,
                     &mut packed as *mut _ as *mut c_void,
                     &mut packed_stride as *mut _ as *mut c_void,
                     &mut tile_bytes as *mut _ as *mut c_void,

@@ -31,8 +31,19 @@ pub struct BatchSizes {
     /// The compressor's temp buffer.
     pub temp: usize,
     /// Whether the codec filters each tile into a scratch pool (one tile
-    /// pool's size) that the compressor then reads.
+    /// pool's size) that the compressor then reads, unless the scatter
+    /// applies the filter ([`GpuCodec::scatter_filter`]).
     pub scratch: bool,
+}
+
+/// A shuffle the scatter kernel can apply as it writes the tiles
+/// (`TZ_FILTER_*` of kernels/shuffle.cuh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Filter {
+    None = 0,
+    Bytes = 1,
+    Bits = 2,
 }
 
 /// The device buffers of one batched compress call: every pointer a device
@@ -62,8 +73,11 @@ pub struct Pools {
     /// The scattered tiles, as the array holds them.
     pub tiles: u64,
     pub tile_stride: u64,
-    /// The scratch pool (0 when the codec asked for none), `tile_stride`
-    /// apart.
+    /// How the scatter shuffled the tiles (`Filter::None` where it did
+    /// not: the codec's own kernels then filter them into `scratch`).
+    pub tiles_filter: Filter,
+    /// The scratch pool (0 when the codec asked for none or the scatter
+    /// filtered), `tile_stride` apart.
     pub scratch: u64,
     /// The compressed pool's slots, `slot_stride` apart.
     pub slots: u64,
@@ -79,6 +93,13 @@ pub struct Pools {
 pub trait GpuCodec: Send {
     /// The sizes for a batch of `chunks` tiles of `tile_bytes`.
     fn sizes(&self, chunks: usize, tile_bytes: usize) -> Result<BatchSizes>;
+
+    /// The filter the scatter may apply for this codec in place of the
+    /// codec's own kernels (and their scratch pool), where the geometry
+    /// allows ([`super::kernels::Geometry::can_filter`]).
+    fn scatter_filter(&self) -> Filter {
+        Filter::None
+    }
 
     /// Enqueues what runs on the tiles before the compress call.
     ///
