@@ -41,7 +41,7 @@ use crate::layout::Layout;
 use crate::metrics::Metrics;
 use crate::shard::CompressedEpoch;
 use compressor::Compressor;
-use driver::{Context, DeviceBuffer, Event, Stream};
+use driver::{Context, DeviceBuffer, Event, Priority, Stream};
 use kernels::{Geometry, Kernels};
 use outputs::OutputPool;
 use pools::{Pools, Roles};
@@ -259,9 +259,9 @@ impl CudaBackend {
             compressor,
             kernels,
             input: Stream::new()?,
-            compute: Stream::new_high_priority()?,
+            compute: Stream::with_priority(Priority::High)?,
             output: Stream::new()?,
-            aggregate: Stream::new()?,
+            aggregate: Stream::with_priority(Priority::Highest)?,
             d2h_done: Event::new()?,
             device_name,
             layout,
