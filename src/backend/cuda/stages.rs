@@ -123,6 +123,11 @@ impl CudaBackend {
         let s = &self.compute;
         self.pools.take_chunks(roles, s)?;
         let pools = self.codec_pools(slot, roles, chunks);
+        // The previous batch's aggregation first (a no-op before the
+        // first): beside nvCOMP's kernels it waited for most of this
+        // batch's compression, even on a stream of higher priority, and the
+        // next batches' copies in waited for the pools it frees.
+        s.wait(&self.slots[slot ^ 1].offsets_ready, "compress")?;
         let sl = &mut self.slots[slot];
         s.wait(&sl.scattered, "compress")?;
         if let Some(reduced) = self.level1.as_ref().and_then(|l| l.reduced()) {
