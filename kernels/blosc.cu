@@ -7,8 +7,8 @@
 // (README_CHUNK_FORMAT, blosc.c): version 2, one block, one stream (the
 // "don't split" flag), the block's start and the stream's size as int32s.
 //
-// Where the geometry allows, the scatter shuffles as it writes each tile
-// (kernels/scatter.cu) and the shuffle kernels here do not run.
+// Where the geometry allows, the scatter byte-shuffles as it writes each
+// tile (kernels/scatter.cu) and the byte-shuffle kernel here does not run.
 #include "shuffle.cuh"
 
 // Whether the 8-element paths apply: 8-byte aligned tiles, planes and rows.
@@ -143,8 +143,8 @@ __device__ uint32_t block_adler32(const uint8_t *p, uint64_t n) {
 // header, the block start and the stream size, and for zlib the stream's
 // 2-byte header) and sizes[i] becomes its length. A chunk that would not be
 // smaller than 16 + tile_bytes becomes "memcpyed": the header and the tile
-// as it was before any shuffle, read from `raw` (shuffled with
-// `raw_filter` where the scatter shuffled, else TZ_FILTER_NONE). For zlib,
+// as it was before any shuffle, read from `raw` (byte-shuffled,
+// `raw_filter` TZ_FILTER_BYTES, where the scatter shuffled). For zlib,
 // the Adler-32 of what nvCOMP compressed (`packed`) follows the stream. `mode`: bit 0 zlib, bit 1
 // store every chunk memcpyed (level 0: no stream was made, `sizes` is not
 // read). One block per chunk.

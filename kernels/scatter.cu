@@ -4,11 +4,13 @@
 // in 8-byte words where the tiles' rows allow it, so that both the loads
 // and the stores are coalesced runs.
 //
-// With a `filter`, the scatter also shuffles as blosc's filter does (the
-// tile pool then holds the shuffled tiles the compressor reads): 8
-// elements a lane, each group's bytes stored at its place in every plane.
-// The host asks for it only where a row, a tile's row and the pool's tile
-// stride hold whole groups of 8 elements.
+// With a `filter`, the scatter also byte-shuffles as blosc's filter does
+// (the tile pool then holds the shuffled tiles the compressor reads): 8
+// elements a lane, each byte plane's 8 bytes stored at their place. The
+// host asks for it only where a row, a tile's row and the pool's tile
+// stride hold whole groups of 8 elements. (A bit shuffle here was slower
+// than the scatter and the bit-shuffle kernel apart: its stores of 4 bytes
+// per tile and bit row cost many more L2 writes than either kernel's.)
 #include "layout.cuh"
 #include "shuffle.cuh"
 
@@ -23,26 +25,22 @@ __device__ void copy_row(const U *__restrict__ in, U *__restrict__ out, uint64_t
     }
 }
 
-// Shuffles one row of `groups` groups of 8 elements (TS bytes each) into
-// the tiles: group `x` goes to tile `x / tile_groups` (`tile_jump` bytes
-// apart from `tile`), at element `within + 8 * (x % tile_groups)` of it.
+// Byte-shuffles one row of `groups` groups of 8 elements (TS bytes each)
+// into the tiles: group `x` goes to tile `x / tile_groups` (`tile_jump`
+// bytes apart from `tile`), at element `within + 8 * (x % tile_groups)`.
 template <int TS>
 __device__ void shuffle_row(const uint8_t *__restrict__ in, uint8_t *__restrict__ tile,
                             uint64_t groups, uint64_t tile_groups, uint64_t tile_jump,
-                            uint64_t within, uint64_t tile_elems, uint32_t filter, unsigned lane) {
+                            uint64_t within, uint64_t tile_elems, unsigned lane) {
     for (uint64_t x = lane; x < groups; x += 32) {
         const uint64_t t = x / tile_groups;
-        uint8_t *dst = tile + t * tile_jump;
         const uint64_t p = within + (x - t * tile_groups) * 8;
-        if (filter == TZ_FILTER_BYTES)
-            shuffle_8_elements<TS>(in + x * 8 * TS, dst + p, tile_elems);
-        else
-            bitshuffle_8_elements<TS>(in + x * 8 * TS, dst, tile_elems / 8, p / 8);
+        shuffle_8_elements<TS>(in + x * 8 * TS, tile + t * tile_jump + p, tile_elems);
     }
 }
 
 // `epochs` whole epochs of input into `epochs` tile pools, back to back,
-// shuffled by `filter` (TZ_FILTER_*).
+// byte-shuffled where `filter` is TZ_FILTER_BYTES.
 extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, uint64_t epochs,
                                       uint32_t filter) {
     const int last = (int)g.rank - 1;
@@ -81,10 +79,9 @@ extern "C" __global__ void tz_scatter(const void *in, void *out, tz_geometry g, 
             const uint64_t groups = width / 8, tile_groups = g.tile[last] / 8;
             const uint64_t jump = g.slot_stride[last] * g.tile_stride * elem;
             switch (elem) {
-            case 1: shuffle_row<1>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
-            case 2: shuffle_row<2>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
-            case 4: shuffle_row<4>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
-            default: shuffle_row<8>(row, tile, groups, tile_groups, jump, within, g.tile_elems, filter, lane); break;
+            case 2: shuffle_row<2>(row, tile, groups, tile_groups, jump, within, g.tile_elems, lane); break;
+            case 4: shuffle_row<4>(row, tile, groups, tile_groups, jump, within, g.tile_elems, lane); break;
+            default: shuffle_row<8>(row, tile, groups, tile_groups, jump, within, g.tile_elems, lane); break;
             }
             continue;
         }

@@ -1,6 +1,6 @@
 // The blosc shuffles of 8 elements at a time, shared by the shuffle kernels
-// (kernels/blosc.cu) and the scatter, which shuffles as it writes each tile
-// where the geometry allows (kernels/scatter.cu).
+// (kernels/blosc.cu) and the scatter, which byte-shuffles as it writes each
+// tile where the geometry allows (kernels/scatter.cu).
 #pragma once
 #include <stdint.h>
 
@@ -65,23 +65,18 @@ __device__ void bitshuffle_8_elements(const uint8_t *__restrict__ src, uint8_t *
 }
 
 
-// Which shuffle a tile went through: the `filter` argument of the scatter
-// and of the framing (`tz_blosc_frame`'s `raw_filter`).
+// Whether the scatter byte-shuffled a tile: the `filter` argument of the
+// scatter and of the framing (`tz_blosc_frame`'s `raw_filter`).
 #define TZ_FILTER_NONE 0
 #define TZ_FILTER_BYTES 1
-#define TZ_FILTER_BITS 2
 
 // Byte `b` of a tile of `elems` elements of `typesize` bytes as it was
-// before `filter` shuffled it into `t` (elems a multiple of 8 for bits).
+// before `filter` shuffled it into `t`.
 __device__ uint8_t unshuffled_byte(const uint8_t *t, uint64_t b, uint64_t elems, uint32_t typesize,
                                    uint32_t filter) {
-    const uint64_t e = b / typesize, j = b - e * typesize;
-    if (filter == TZ_FILTER_BYTES) return t[j * elems + e];
-    if (filter == TZ_FILTER_BITS) {
-        const uint64_t row = elems / 8;
-        uint8_t v = 0;
-        for (unsigned q = 0; q < 8; ++q) v |= ((t[(8 * j + q) * row + e / 8] >> (e % 8)) & 1u) << q;
-        return v;
+    if (filter == TZ_FILTER_BYTES) {
+        const uint64_t e = b / typesize, j = b - e * typesize;
+        return t[j * elems + e];
     }
     return t[b];
 }

@@ -202,7 +202,7 @@ fn every_codec_on_the_gpu_decodes_as_the_cpu_store() {
     // first N (the sanitizers run three: every kernel path, fewer bytes).
     let mut cases: Vec<(DType, Dims, u64, bool)> = vec![
         // 5 x 7 x 9 = 315 elements per tile: not a multiple of 8. The cases
-        // after it: the scatter shuffles (random data: every chunk is
+        // after it: the scatter byte-shuffles (random data: every chunk is
         // stored memcpyed, unshuffled by the framing), then does not.
         (
             DType::Uint8,

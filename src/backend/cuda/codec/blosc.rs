@@ -1,5 +1,5 @@
-//! blosc on the GPU: the shuffle filter (in the scatter where the geometry
-//! allows, else into a scratch pool), nvCOMP's zstd,
+//! blosc on the GPU: the shuffle filter (a byte shuffle in the scatter
+//! where the geometry allows, else into a scratch pool), nvCOMP's zstd,
 //! LZ4 or raw deflate compressing each shuffled tile as one Blosc1 block,
 //! and a kernel writing each chunk's Blosc1 header (and zlib's wrapper)
 //! around the stream (kernels/blosc.cu). The frames are c-blosc 1.x's, so
@@ -89,10 +89,10 @@ impl GpuCodec for NvBlosc {
     }
 
     fn scatter_filter(&self) -> Filter {
-        match self.shuffle {
-            _ if !self.filters() => Filter::None,
-            Shuffle::Bit => Filter::Bits,
-            _ => Filter::Bytes,
+        if self.shuffle == Shuffle::Byte && self.filters() {
+            Filter::Bytes
+        } else {
+            Filter::None
         }
     }
 
