@@ -58,7 +58,8 @@ extern "C" __global__ void tz_exclusive_scan(uint64_t *offsets, uint64_t n) {
 // compressions.
 __device__ void copy_chunk(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
                            uint64_t n) {
-    const uint64_t head = ((8 - ((uint64_t)dst & 7)) & 7) < n ? ((8 - ((uint64_t)dst & 7)) & 7) : n;
+    const uint64_t to_aligned = (8 - ((uint64_t)dst & 7)) & 7;
+    const uint64_t head = to_aligned < n ? to_aligned : n;
     if (threadIdx.x < head) dst[threadIdx.x] = src[threadIdx.x];
     src += head;
     dst += head;

@@ -145,9 +145,9 @@ __device__ uint32_t block_adler32(const uint8_t *p, uint64_t n) {
 // smaller than 16 + tile_bytes becomes "memcpyed": the header and the tile
 // as it was before any shuffle, read from `raw` (byte-shuffled,
 // `raw_filter` TZ_FILTER_BYTES, where the scatter shuffled). For zlib,
-// the Adler-32 of what nvCOMP compressed (`packed`) follows the stream. `mode`: bit 0 zlib, bit 1
-// store every chunk memcpyed (level 0: no stream was made, `sizes` is not
-// read). One block per chunk.
+// the Adler-32 of what nvCOMP compressed (`packed`) follows the stream.
+// `mode`: bit 0 zlib, bit 1 store every chunk memcpyed (level 0: no stream
+// was made, `sizes` is not read). One block per chunk.
 extern "C" __global__ void tz_blosc_frame(uint8_t *chunks, uint64_t chunk_stride, uint64_t lead,
                                           uint64_t *sizes, const uint8_t *raw, uint64_t raw_stride,
                                           uint32_t raw_filter,
