@@ -5,10 +5,11 @@
 //! (permute sizes, exclusive scan, gather), and D2H of the shard-major
 //! bytes and offsets into pinned host memory.
 //!
-//! Three streams overlap neighbouring batches: while the compressor works on
+//! Four streams overlap neighbouring batches: while the compressor works on
 //! batch n (compute stream), batch n+1 is copied in and scattered (input
-//! stream) and batch n-1's bytes are copied out (output stream). Events
-//! chain the stages; a few device pools rotate through the roles of a batch
+//! stream) and batch n-1's bytes are copied out (output stream); batch n's
+//! aggregation (aggregate stream) runs before batch n+1's compression
+//! starts (`stages.rs` says why). Events chain the stages; a few device pools rotate through the roles of a batch
 //! (`pools.rs`) so that no stage overwrites what another still reads.
 //! `stages.rs` enqueues a batch's stages; `plan.rs` sizes what a stream
 //! allocates (`sizes.rs` per buffer) before anything is.

@@ -1,7 +1,8 @@
 //! The device pools a batch works in, rotated between batches.
 //!
 //! A batch needs its frames as copied in (the landing pool), its tiles,
-//! the codec's filtered tiles (blosc's shuffle), the compressor's chunks
+//! the codec's filtered tiles (blosc's shuffle, where the scatter did not
+//! apply it), the compressor's chunks
 //! and the shard-major bytes copied out. Those lifetimes overlap little,
 //! so a few pools of one size serve every role: the compressor writes its
 //! chunks over the frames (scattered by then), the aggregation writes over
