@@ -80,18 +80,6 @@ pub struct Stream(pub sys::CUstream);
 // SAFETY: streams are usable from any thread with the context current.
 unsafe impl Send for Stream {}
 
-/// Stream priorities of the pipeline. The compressor (the slowest stage)
-/// runs at `High`, so that the copies and the next batch's scatter beside
-/// it do not slow it down; a batch's aggregation, short and holding the
-/// pools the next batches land in, at `Highest`, so that it runs as soon
-/// as the compressor's blocks leave room rather than after the next
-/// batch's whole compression.
-#[derive(Debug, Clone, Copy)]
-pub enum Priority {
-    Highest,
-    High,
-}
-
 impl Stream {
     pub fn new() -> Result<Stream, Error> {
         result::stream::create(result::stream::StreamKind::NonBlocking)
@@ -99,23 +87,20 @@ impl Stream {
             .map_err(|e| gpu_err("creating a stream", e))
     }
 
-    /// A stream whose kernels' blocks the GPU starts ahead of those of
-    /// ordinary streams (see [`Priority`]).
-    pub fn with_priority(priority: Priority) -> Result<Stream, Error> {
+    /// A stream at the highest priority the context offers: the GPU starts
+    /// its kernels' blocks ahead of other streams', so that the compressor
+    /// (the pipeline's slowest stage) is not slowed down by the copies and
+    /// filters running beside it.
+    pub fn new_high_priority() -> Result<Stream, Error> {
         let (mut least, mut greatest) = (0, 0);
         // SAFETY: two valid out-pointers; the caller made a context current.
         unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }
             .result()
             .map_err(|e| gpu_err("reading stream priorities", e))?;
-        // Lower numbers are higher priorities.
-        let level = match priority {
-            Priority::Highest => greatest,
-            Priority::High => (greatest + 1).min(least),
-        };
         let mut stream = std::ptr::null_mut();
         let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
         // SAFETY: a valid out-pointer, flags and a priority in the range.
-        unsafe { sys::cuStreamCreateWithPriority(&mut stream, flags, level) }
+        unsafe { sys::cuStreamCreateWithPriority(&mut stream, flags, greatest) }
             .result()
             .map_err(|e| gpu_err("creating a stream", e))?;
         Ok(Stream(stream))

@@ -73,9 +73,7 @@ impl Geometry {
         }
         g
     }
-}
 
-impl Geometry {
     /// Whether the scatter can shuffle as it writes (kernels/scatter.cu):
     /// rows, tiles' rows and the pool's tile stride in whole groups of 8
     /// elements.

@@ -5,11 +5,11 @@
 //! (permute sizes, exclusive scan, gather), and D2H of the shard-major
 //! bytes and offsets into pinned host memory.
 //!
-//! Four streams overlap neighbouring batches: while the compressor works on
-//! batch n (compute stream), batch n+1 is copied in and scattered (input
-//! stream) and batch n-1's bytes are copied out (output stream); batch n's
-//! aggregation (aggregate stream) runs before batch n+1's compression
-//! starts (`stages.rs` says why). Events chain the stages; a few device pools rotate through the roles of a batch
+//! Three streams overlap neighbouring batches: while the compressor works on
+//! batch n (compute stream, with the batch's aggregation right after it:
+//! `stages.rs` says why), batch n+1 is copied in and scattered (input
+//! stream) and batch n-1's bytes are copied out (output stream). Events
+//! chain the stages; a few device pools rotate through the roles of a batch
 //! (`pools.rs`) so that no stage overwrites what another still reads.
 //! `stages.rs` enqueues a batch's stages; `plan.rs` sizes what a stream
 //! allocates (`sizes.rs` per buffer) before anything is.
@@ -42,7 +42,7 @@ use crate::layout::Layout;
 use crate::metrics::Metrics;
 use crate::shard::CompressedEpoch;
 use compressor::Compressor;
-use driver::{Context, DeviceBuffer, Event, Priority, Stream};
+use driver::{Context, DeviceBuffer, Event, Stream};
 use kernels::{Geometry, Kernels};
 use outputs::OutputPool;
 use pools::{Pools, Roles};
@@ -94,12 +94,10 @@ pub fn probe(v: &Validated) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// What each of two batches in flight has of its own: its chunks' sizes
-/// (the compressor writes the next batch's while this one is aggregated),
-/// the aggregated output's offsets (on the device and the host), the chunk
-/// statuses, and the events that mark its stages.
+/// What each of two batches in flight has of its own: the aggregated
+/// output's offsets (on the device and the host), the chunk statuses, and
+/// the events that mark its stages.
 struct Slot {
-    d_sizes: DeviceBuffer,
     d_offsets: DeviceBuffer,
     /// Page-locked, so that copies into them do not block the host.
     h_offsets: PinnedBuffer,
@@ -142,6 +140,7 @@ pub struct CudaBackend {
     pools: Pools,
     /// Pyramid level 1 of a batch, when the stream has a pyramid.
     level1: Option<pyramid::Level1>,
+    d_sizes: DeviceBuffer,
     d_perm: DeviceBuffer,
     slots: [Slot; 2],
     next_slot: usize,
@@ -156,8 +155,6 @@ pub struct CudaBackend {
     input: Stream,
     compute: Stream,
     output: Stream,
-    /// The aggregation by shard, beside the next batch's compression.
-    aggregate: Stream,
     /// Marks the end of a batch's D2H copy on the output stream.
     d2h_done: Event,
     pub device_name: String,
@@ -223,7 +220,6 @@ impl CudaBackend {
         let positions = z.shard_positions;
         let slot = || -> Result<Slot> {
             Ok(Slot {
-                d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
                 d_offsets: DeviceBuffer::new((positions + 1) * 8, "shard offsets")?,
                 h_offsets: PinnedBuffer::new(&ctx, (positions + 1) * 8)?,
                 h_statuses: PinnedBuffer::new(&ctx, chunks * 4)?,
@@ -250,6 +246,7 @@ impl CudaBackend {
             has_edges,
             pools,
             level1: pyramid::Level1::new(v, epochs as u64)?,
+            d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
             slots,
             next_slot: 0,
@@ -260,9 +257,8 @@ impl CudaBackend {
             compressor,
             kernels,
             input: Stream::new()?,
-            compute: Stream::with_priority(Priority::High)?,
+            compute: Stream::new_high_priority()?,
             output: Stream::new()?,
-            aggregate: Stream::with_priority(Priority::Highest)?,
             d2h_done: Event::new()?,
             device_name,
             layout,
@@ -283,7 +279,7 @@ impl CudaBackend {
         // Whatever pools 0 and 1 hold: only the call matters.
         let mut roles = self.pools.roles(0, 0);
         roles.chunks = Some(1);
-        let pools = self.codec_pools(0, &roles, 1);
+        let pools = self.codec_pools(&roles, 1);
         let s = &self.compute;
         let Some(c) = &mut self.compressor else {
             return Ok(());
@@ -302,11 +298,9 @@ impl CudaBackend {
         let s = &self.compute;
         let Some(c) = &self.compressor else {
             // Without compression every chunk is a whole tile.
-            for sl in &self.slots {
-                sl.d_sizes
-                    .upload_async(&sizes, s, "uploading chunk tables")?;
-            }
-            return Ok(());
+            return self
+                .d_sizes
+                .upload_async(&sizes, s, "uploading chunk tables");
         };
         let table = |base: u64, stride: usize| -> Result<Vec<u64>> {
             let mut t = crate::memory::try_filled(chunks, 0u64, "chunk tables")?;
@@ -336,7 +330,6 @@ impl Drop for CudaBackend {
         let _ = self.ctx.bind();
         let _ = self.input.sync("shutdown");
         let _ = self.compute.sync("shutdown");
-        let _ = self.aggregate.sync("shutdown");
         let _ = self.output.sync("shutdown");
         if let Some(l) = &self.level1 {
             let _ = l.sync("shutdown");

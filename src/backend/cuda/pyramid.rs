@@ -7,7 +7,7 @@
 //! levels above are made from them and whence level 1 goes to a GPU
 //! backend of its own ([`lane_config`]) to be compressed.
 
-use super::driver::{DeviceBuffer, Event, Priority, Stream};
+use super::driver::{DeviceBuffer, Event, Stream};
 use super::kernels::Kernels;
 use crate::backend::Level1Job;
 use crate::config::{DType, Method, Validated};
@@ -94,7 +94,7 @@ impl Level1 {
         }
         Ok(Some(Level1 {
             d_out: DeviceBuffer::new(bytes, "the pyramid's level 1")?,
-            stream: Stream::with_priority(Priority::High)?,
+            stream: Stream::new_high_priority()?,
             reduced: Event::new()?,
             pending: None,
         }))

@@ -154,8 +154,8 @@ impl Sizes {
         Ok(z)
     }
 
-    /// Device memory: the batch pools, the shard offsets and chunk sizes
-    /// of two batches, the permutation, the compressor's tables (a pointer
+    /// Device memory: the batch pools, the shard offsets of two batches,
+    /// the chunk sizes, the permutation, the compressor's tables (a pointer
     /// table per pool each way, sizes, statuses) and nvCOMP's temp buffer.
     pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
         let c = self.chunks;
@@ -166,7 +166,7 @@ impl Sizes {
         };
         (self.pools * self.pool_bytes
             + 2 * (self.shard_positions + 1) * 8
-            + 2 * c * 8
+            + c * 8
             + tiles_per_epoch * 8
             + tables
             + self.temp) as u64
