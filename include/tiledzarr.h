@@ -865,12 +865,13 @@ uint64_t tz_release_cached_memory(void);
  * `*ptr` is NULL, `*nbytes` 0 and no reservation is held (call again, as
  * after a tz_write that returns 0).
  *
- * A reservation spans the rest of one staging buffer, at most what a
- * bounded array still takes. Staging buffers start on a page boundary and
- * hold whole epochs (tile[0] planes of dimension 0), so after writes and
- * commits of whole frames a reservation starts and ends on frame
- * boundaries; otherwise it starts where the last byte ended and a frame
- * may straddle two reservations. On the GPU backend the memory is
+ * A reservation spans the rest of one staging buffer up to where the
+ * buffer is handed on (whole epochs, tile[0] planes of dimension 0: a
+ * stream's first buffers after one epoch, one, two, four..., later ones
+ * when full), at most what a bounded array still takes. Staging buffers
+ * start on a page boundary, so after writes and commits of whole frames a
+ * reservation starts and ends on frame boundaries; otherwise it starts
+ * where the last byte ended and a frame may straddle two reservations. On the GPU backend the memory is
  * page-locked (the device's DMA reads it directly).
  *
  * One reservation at a time: tz_reserve again, tz_write or tz_write_all
@@ -881,7 +882,9 @@ uint64_t tz_release_cached_memory(void);
  * TZ_ERR_OVERFLOW past the end of a bounded array, TZ_ERR_FINISHED after
  * tz_flush, or a poisoned stream's status. Since 0.5.
  */
-int32_t tz_reserve(struct tz_stream *s, void **ptr, size_t *nbytes);
+int32_t tz_reserve(struct tz_stream *s,
+                   void **ptr,
+                   size_t *nbytes);
 
 /**
  * Passes on the first `nbytes` bytes written into the reservation of the

@@ -155,9 +155,11 @@ impl Stream {
     /// saving the copy of [`Stream::try_write`]. Non-blocking: the
     /// reservation is empty when no staging memory is free.
     ///
-    /// It spans the rest of one staging buffer (buffers hold whole epochs,
-    /// so after writes of whole frames it starts and ends on frame
-    /// boundaries), at most what a bounded array still takes; staging
+    /// It spans the rest of one staging buffer up to where the buffer is
+    /// handed on (whole epochs: a stream's first buffers after one epoch,
+    /// one, two, four..., later ones when full; so after writes of whole
+    /// frames it starts and ends on frame boundaries), at most what a
+    /// bounded array still takes; staging
     /// buffers start on a page boundary. One reservation at a time: the
     /// stream is borrowed until [`Reservation::commit`], and a reservation
     /// dropped without it counts no bytes.
