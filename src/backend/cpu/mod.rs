@@ -2,7 +2,8 @@
 //! compress, on a pool of worker threads; then group by shard.
 
 pub mod downsample;
-mod gather;
+/// Public for the criterion benchmark of the scatter.
+pub mod gather;
 
 use super::{Backend, EpochJob};
 use crate::codec::ChunkCompressor;
