@@ -319,11 +319,13 @@ fn writing_past_the_end_keeps_everything_before() {
     // handed on after one epoch), tz_write_all the rest of what fits.
     let first = tz_write(s, data.as_ptr() as _, 60);
     assert!((1..=48).contains(&first), "{first}");
-    let rest = &data[first as usize..];
-    assert_eq!(
-        first + tz_write_all(s, rest.as_ptr() as _, rest.len(), -1),
-        48
-    );
+    if first < 48 {
+        let rest = &data[first as usize..];
+        assert_eq!(
+            first + tz_write_all(s, rest.as_ptr() as _, rest.len(), -1),
+            48
+        );
+    }
     let ovf = -(code(tz_status::TZ_ERR_OVERFLOW) as i64);
     assert_eq!(tz_write(s, data.as_ptr() as _, 1), ovf);
     assert!(stream_error(s).contains("past the end"));
