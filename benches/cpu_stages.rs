@@ -9,7 +9,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rayon::prelude::*;
 use std::time::Duration;
-use tiledzarr::backend::cpu::gather::{gather_row, row_tasks, scratch_stride};
+use tiledzarr::backend::cpu::gather::{gather_row, row_tasks, scratch_stride, task_tiles};
 use tiledzarr::codec::ChunkCompressor;
 use tiledzarr::config::{Cname, Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::{Dim, Layout};
@@ -60,12 +60,13 @@ fn stages(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(10))
         .throughput(Throughput::Bytes(l.epoch_bytes()));
 
-    // The CPU backend's scatter: row tasks of 16 tiles (1 MiB, as the
-    // backend makes them for 64 KiB tiles) into one scratch, one thread.
+    // The CPU backend's scatter: its row tasks, into one scratch, on one
+    // thread.
     g.bench_function("scatter", |b| {
-        let tasks = row_tasks(&l, 16).unwrap();
+        let per_task = task_tiles(&l);
+        let tasks = row_tasks(&l, per_task).unwrap();
         let stride = scratch_stride(l.tile_bytes());
-        let mut scratch = vec![0u8; 16 * stride];
+        let mut scratch = vec![0u8; per_task as usize * stride];
         b.iter(|| {
             for t in &tasks {
                 gather_row(&l, t, &input, &mut scratch[..t.count as usize * stride]);

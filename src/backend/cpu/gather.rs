@@ -19,6 +19,15 @@ pub struct RowTask {
     pub first_slot: u64,
 }
 
+/// Scratch per task stays near this size (many small tiles per task, or
+/// one large tile).
+const TASK_BYTES: usize = 1 << 20;
+
+/// Tiles one task gathers and compresses.
+pub fn task_tiles(layout: &Layout) -> u64 {
+    (TASK_BYTES / layout.tile_bytes()).max(1) as u64
+}
+
 /// Splits the tile pool into row tasks of at most `max_tiles` tiles.
 pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     let per_row = layout.tiles_per_row();

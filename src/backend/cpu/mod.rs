@@ -14,7 +14,7 @@ use crate::memory::MemoryPlan;
 use crate::memory::{try_filled, try_reserve};
 use crate::metrics::Stage;
 use crate::shard::{CompressedEpoch, ShardAssembler};
-use gather::{gather_row, row_tasks, scratch_stride, RowTask};
+use gather::{gather_row, row_tasks, scratch_stride, task_tiles, RowTask};
 use rayon::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -75,15 +75,6 @@ pub fn pyramid_host_bytes(v: &Validated, level1_on_gpu: bool) -> u64 {
             .fold(total, |sum, &b| sum.saturating_add(b));
     }
     total
-}
-
-/// Scratch per task stays near this size (many small tiles per task, or
-/// one large tile).
-const TASK_BYTES: usize = 1 << 20;
-
-/// Tiles one task gathers and compresses.
-fn task_tiles(layout: &Layout) -> u64 {
-    (TASK_BYTES / layout.tile_bytes()).max(1) as u64
 }
 
 pub struct CpuBackend {
