@@ -535,6 +535,26 @@ typedef struct tz_memory_plan {
 } tz_memory_plan;
 
 /**
+ * What tz_recover did to a store.
+ */
+typedef struct tz_recovery {
+  /**
+   * `*.partial` files (writes cut short by the crash) removed.
+   */
+  uint64_t partial_files_removed;
+  /**
+   * The store's extent along dimension 0 before and after.
+   */
+  uint64_t planes_before;
+  uint64_t planes_after;
+  /**
+   * Shard files in rows past the complete ones (left on disk, outside
+   * the extent: their row was not complete).
+   */
+  uint64_t shards_beyond;
+} tz_recovery;
+
+/**
  * Counters of a stream, at the moment of the call.
  */
 typedef struct tz_metrics {
@@ -594,26 +614,6 @@ typedef struct tz_upload_metrics {
    */
   uint64_t uploads_in_flight;
 } tz_upload_metrics;
-
-/**
- * What tz_recover did to a store.
- */
-typedef struct tz_recovery {
-  /**
-   * `*.partial` files (writes cut short by the crash) removed.
-   */
-  uint64_t partial_files_removed;
-  /**
-   * The store's extent along dimension 0 before and after.
-   */
-  uint64_t planes_before;
-  uint64_t planes_after;
-  /**
-   * Shard files in rows past the complete ones (left on disk, outside
-   * the extent: their row was not complete).
-   */
-  uint64_t shards_beyond;
-} tz_recovery;
 
 /**
  * How a stream runs, beyond what `tz_config` says: the latency bound and
@@ -772,19 +772,6 @@ int32_t tz_set_attributes(struct tz_stream *s, const char *json);
 void tz_destroy(struct tz_stream *s);
 
 /**
- * Fills `out` with the stream's counters. Never waits: safe to call from
- * any thread, also while another is in tz_flush or tz_write_all.
- */
-int32_t tz_get_metrics(const struct tz_stream *s, struct tz_metrics *out);
-
-/**
- * Fills `out` with the object store's upload counters (all zero for a
- * stream writing to a folder or a callback). Never waits, like
- * tz_get_metrics. Since 0.3.
- */
-int32_t tz_get_upload_metrics(const struct tz_stream *s, struct tz_upload_metrics *out);
-
-/**
  * The last failure of this stream, NUL-terminated ("" if none). Valid until
  * the next failing call on the stream or tz_destroy. NULL stream: "".
  */
@@ -816,6 +803,19 @@ int32_t tz_recover(const char *store_path, struct tz_recovery *out);
  * The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).
  */
 const char *tz_version(void);
+
+/**
+ * Fills `out` with the stream's counters. Never waits: safe to call from
+ * any thread, also while another is in tz_flush or tz_write_all.
+ */
+int32_t tz_get_metrics(const struct tz_stream *s, struct tz_metrics *out);
+
+/**
+ * Fills `out` with the object store's upload counters (all zero for a
+ * stream writing to a folder or a callback). Never waits, like
+ * tz_get_metrics. Since 0.3.
+ */
+int32_t tz_get_upload_metrics(const struct tz_stream *s, struct tz_upload_metrics *out);
 
 /**
  * Fills `options` with the defaults (every field 0: the latency bound of

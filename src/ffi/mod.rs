@@ -11,18 +11,20 @@
 mod callback_sink;
 mod convert;
 mod guard;
+mod metrics;
 mod options;
 mod reserve;
 mod status;
 mod types;
 
+pub use metrics::*;
 pub use options::*;
 pub use reserve::*;
 pub use status::tz_status;
 pub use types::*;
 
 use crate::error::Error;
-use crate::pipeline::{Lease, Stage, Stream, StreamStats};
+use crate::pipeline::{Lease, Stream, StreamStats};
 use crate::sink::ShardSink;
 use crate::Config;
 use callback_sink::CallbackSink;
@@ -445,78 +447,6 @@ pub extern "C" fn tz_destroy(s: *mut tz_stream) {
     // SAFETY: `s` came from Box::into_raw in tz_create* and is destroyed once.
     let handle = unsafe { Box::from_raw(s) };
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(handle)));
-}
-
-/// Fills `out` with the stream's counters. Never waits: safe to call from
-/// any thread, also while another is in tz_flush or tz_write_all.
-#[no_mangle]
-pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i32 {
-    // SAFETY: NULL is checked; otherwise a live stream (C contract).
-    let Some(h) = (unsafe { s.as_ref() }) else {
-        let e = Error::NullArgument("stream");
-        record(None, &e);
-        return status_of(&e);
-    };
-    guard("tz_get_metrics", Some(&h.errors), status_of, || {
-        if out.is_null() {
-            return Err(Error::NullArgument("out"));
-        }
-        let m = h.stats.snapshot();
-        let (kind, reason) = h.stats.backend();
-        let mut backend_reason = [0 as c_char; 256];
-        for (dst, &b) in backend_reason
-            .iter_mut()
-            .zip(reason.as_bytes().iter().take(255))
-        {
-            *dst = b as c_char;
-        }
-        let metrics = tz_metrics {
-            bytes_in: m.bytes_in,
-            bytes_out: m.bytes_out,
-            shards_emitted: m.shards,
-            epochs_completed: m.epochs,
-            seconds_copy: m.seconds(Stage::Copy),
-            seconds_h2d: m.seconds(Stage::H2d),
-            seconds_scatter: m.seconds(Stage::Scatter),
-            seconds_compress: m.seconds(Stage::Compress),
-            seconds_aggregate: m.seconds(Stage::Aggregate),
-            seconds_d2h: m.seconds(Stage::D2h),
-            seconds_sink: m.seconds(Stage::Sink),
-            backend: backend_code(kind),
-            backend_reason,
-        };
-        // SAFETY: non-NULL; the caller provides writable memory for a tz_metrics.
-        unsafe { out.write(metrics) };
-        Ok(tz_status::TZ_OK as i32)
-    })
-}
-
-/// Fills `out` with the object store's upload counters (all zero for a
-/// stream writing to a folder or a callback). Never waits, like
-/// tz_get_metrics. Since 0.3.
-#[no_mangle]
-pub extern "C" fn tz_get_upload_metrics(s: *const tz_stream, out: *mut tz_upload_metrics) -> i32 {
-    // SAFETY: NULL is checked; otherwise a live stream (C contract).
-    let Some(h) = (unsafe { s.as_ref() }) else {
-        let e = Error::NullArgument("stream");
-        record(None, &e);
-        return status_of(&e);
-    };
-    guard("tz_get_upload_metrics", Some(&h.errors), status_of, || {
-        if out.is_null() {
-            return Err(Error::NullArgument("out"));
-        }
-        let m = h.stats.snapshot();
-        let metrics = tz_upload_metrics {
-            bytes_uploaded: m.bytes_uploaded,
-            objects_uploaded: m.objects_uploaded,
-            uploads_in_flight: m.uploads_in_flight,
-        };
-        // SAFETY: non-NULL; the caller provides writable memory for a
-        // tz_upload_metrics.
-        unsafe { out.write(metrics) };
-        Ok(tz_status::TZ_OK as i32)
-    })
 }
 
 /// The last failure of this stream, NUL-terminated ("" if none). Valid until

@@ -1,0 +1,80 @@
+//! The stream's counters through the C API: read without waiting for the
+//! stream, from any thread.
+
+use super::guard::{guard, record};
+use super::{backend_code, status_of, tz_metrics, tz_status, tz_stream, tz_upload_metrics};
+use crate::error::Error;
+use crate::pipeline::Stage;
+use std::ffi::c_char;
+
+/// Fills `out` with the stream's counters. Never waits: safe to call from
+/// any thread, also while another is in tz_flush or tz_write_all.
+#[no_mangle]
+pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i32 {
+    // SAFETY: NULL is checked; otherwise a live stream (C contract).
+    let Some(h) = (unsafe { s.as_ref() }) else {
+        let e = Error::NullArgument("stream");
+        record(None, &e);
+        return status_of(&e);
+    };
+    guard("tz_get_metrics", Some(&h.errors), status_of, || {
+        if out.is_null() {
+            return Err(Error::NullArgument("out"));
+        }
+        let m = h.stats.snapshot();
+        let (kind, reason) = h.stats.backend();
+        let mut backend_reason = [0 as c_char; 256];
+        for (dst, &b) in backend_reason
+            .iter_mut()
+            .zip(reason.as_bytes().iter().take(255))
+        {
+            *dst = b as c_char;
+        }
+        let metrics = tz_metrics {
+            bytes_in: m.bytes_in,
+            bytes_out: m.bytes_out,
+            shards_emitted: m.shards,
+            epochs_completed: m.epochs,
+            seconds_copy: m.seconds(Stage::Copy),
+            seconds_h2d: m.seconds(Stage::H2d),
+            seconds_scatter: m.seconds(Stage::Scatter),
+            seconds_compress: m.seconds(Stage::Compress),
+            seconds_aggregate: m.seconds(Stage::Aggregate),
+            seconds_d2h: m.seconds(Stage::D2h),
+            seconds_sink: m.seconds(Stage::Sink),
+            backend: backend_code(kind),
+            backend_reason,
+        };
+        // SAFETY: non-NULL; the caller provides writable memory for a tz_metrics.
+        unsafe { out.write(metrics) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Fills `out` with the object store's upload counters (all zero for a
+/// stream writing to a folder or a callback). Never waits, like
+/// tz_get_metrics. Since 0.3.
+#[no_mangle]
+pub extern "C" fn tz_get_upload_metrics(s: *const tz_stream, out: *mut tz_upload_metrics) -> i32 {
+    // SAFETY: NULL is checked; otherwise a live stream (C contract).
+    let Some(h) = (unsafe { s.as_ref() }) else {
+        let e = Error::NullArgument("stream");
+        record(None, &e);
+        return status_of(&e);
+    };
+    guard("tz_get_upload_metrics", Some(&h.errors), status_of, || {
+        if out.is_null() {
+            return Err(Error::NullArgument("out"));
+        }
+        let m = h.stats.snapshot();
+        let metrics = tz_upload_metrics {
+            bytes_uploaded: m.bytes_uploaded,
+            objects_uploaded: m.objects_uploaded,
+            uploads_in_flight: m.uploads_in_flight,
+        };
+        // SAFETY: non-NULL; the caller provides writable memory for a
+        // tz_upload_metrics.
+        unsafe { out.write(metrics) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
