@@ -2,11 +2,12 @@
 //! exists ([`Parts::prepare`]), then its threads, channels and intake
 //! ([`Parts::start`]).
 
+use super::delivery::DeliveryThread;
 use super::intake::{Intake, IntakeParts};
 use super::latency;
 use super::pyramid::Pyramid;
 use super::shared::Shared;
-use super::workers::{ComputeThread, DeliveryThread};
+use super::workers::ComputeThread;
 use super::Stream;
 use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer};
 use crate::config::Validated;

@@ -1,16 +1,16 @@
-//! The pipeline's two threads. The compute thread runs the backend on each
-//! filled staging buffer and hands the buffer back; the delivery thread
-//! assembles shards and calls the sink. Channels carry the work in order,
-//! and their bounds are the back-pressure that finally makes `write` busy.
+//! The compute thread: it runs the backend on each filled staging buffer,
+//! hands the buffer back and passes the compressed epochs on to the
+//! delivery thread (`delivery.rs`). Channels carry the work in order, and
+//! their bounds are the back-pressure that finally makes `write` busy.
 
+use super::delivery::Delivery;
 use super::pyramid::{Outlet, Pyramid};
-use super::{Metrics, Shared, Stage};
+use super::{Metrics, Shared};
 use crate::backend::cpu::downsample::PlaneReduction;
 use crate::backend::{Backend, BatchJob, Level1Job, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
-use crate::sink::ShardSink;
+use crate::shard::CompressedEpoch;
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
@@ -43,14 +43,8 @@ pub enum Job {
     Finish { planes: Vec<u64> },
 }
 
-/// Work for the delivery thread.
-pub enum Delivery {
-    Epoch(CompressedEpoch),
-    Finish { planes: Vec<u64> },
-}
-
 /// Runs `f`, turning a panic into a poisoned stream.
-fn guarded(shared: &Shared, what: &str, f: impl FnOnce() -> Result<()>) {
+pub(super) fn guarded(shared: &Shared, what: &str, f: impl FnOnce() -> Result<()>) {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.poison(e),
@@ -429,79 +423,4 @@ fn whole_pairs(pairs: bool, planes: usize) -> bool {
 fn send(deliveries: &SyncSender<Delivery>, level: u32, mut out: CompressedEpoch) -> bool {
     out.level = level;
     deliveries.send(Delivery::Epoch(out)).is_ok()
-}
-
-pub struct DeliveryThread {
-    pub shared: Arc<Shared>,
-    /// Per pyramid level (one without a pyramid): its layout and shards.
-    pub layouts: Vec<Layout>,
-    pub assemblers: Vec<ShardAssembler>,
-    pub sink: Box<dyn ShardSink>,
-    pub deliveries: Receiver<Delivery>,
-    pub spare_epochs: Sender<CompressedEpoch>,
-}
-
-impl DeliveryThread {
-    pub fn run(mut self) {
-        while let Ok(d) = self.deliveries.recv() {
-            if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
-                continue; // drain, so that the compute thread never blocks
-            }
-            let shared = self.shared.clone();
-            match d {
-                Delivery::Epoch(mut epoch) => {
-                    guarded(&shared, "delivery", || self.deliver(&epoch));
-                    // A shared output buffer goes back to the backend now,
-                    // not when this spare is next filled.
-                    epoch.data.release();
-                    let _ = self.spare_epochs.send(epoch);
-                }
-                Delivery::Finish { planes } => {
-                    guarded(&shared, "delivery", || self.finish(&planes));
-                    return;
-                }
-            }
-        }
-    }
-
-    fn deliver(&mut self, epoch: &CompressedEpoch) -> Result<()> {
-        let t = std::time::Instant::now();
-        let k = epoch.level as usize;
-        let assembler = &mut self.assemblers[k];
-        let row_done = assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))?;
-        if row_done {
-            let planes = self.layouts[k].planes_in_shard_rows(assembler.rows_emitted());
-            self.sink.progress(epoch.level, planes)?;
-        }
-        self.shared.metrics.add_time(Stage::Sink, t.elapsed());
-        Ok(())
-    }
-
-    fn finish(&mut self, planes: &[u64]) -> Result<()> {
-        for a in &mut self.assemblers {
-            a.finish(&mut counted(&mut *self.sink, &self.shared))?;
-        }
-        self.sink.finish(planes)
-    }
-}
-
-/// Emits a shard through `sink`, counting it in the metrics. A stream
-/// destroyed without its flush stops here, between two shards of a row:
-/// only the sink call under way when it was destroyed completes.
-fn counted<'a>(
-    sink: &'a mut dyn ShardSink,
-    shared: &'a Shared,
-) -> impl FnMut(Shard<'_>) -> Result<()> + 'a {
-    move |shard| {
-        if shared.cancel.load(Relaxed) {
-            return Err(Error::Internal(
-                "the stream was destroyed before its flush".into(),
-            ));
-        }
-        sink.emit(&shard)?;
-        shared
-            .metrics
-            .add_shard((shard.data.len() + shard.index.len()) as u64);
-        Ok(())
-    }
 }
