@@ -1,11 +1,17 @@
 //! Thin owning wrappers over the CUDA driver API (through cudarc's raw
 //! `result` layer, loaded at run time). All the CUDA pointer handling of
-//! the GPU backend lives here.
+//! the GPU backend lives here: contexts, streams and memory in this file,
+//! kernels (`kernel.rs`) and events (`event.rs`) beside it.
 
 use crate::error::Error;
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+mod event;
+mod kernel;
+pub use event::Event;
+pub use kernel::{Kernel, Module};
 
 /// A CUDA failure in `stage`.
 pub fn gpu_err(stage: &'static str, e: impl std::fmt::Display) -> Error {
@@ -403,122 +409,5 @@ impl Drop for PinnedAllocator {
     fn drop(&mut self) {
         // SAFETY: balances the retain in `new`.
         let _ = unsafe { result::primary_ctx::release(self.device) };
-    }
-}
-
-/// A loaded module and one of its kernels.
-pub struct Kernel {
-    func: sys::CUfunction,
-}
-
-// SAFETY: a function handle of a loaded module, usable from any thread
-// with the context current.
-unsafe impl Send for Kernel {}
-
-/// A module loaded from an embedded fatbin; unloaded with the context.
-pub struct Module(sys::CUmodule);
-
-// SAFETY: as for Kernel.
-unsafe impl Send for Module {}
-
-impl Module {
-    pub fn load(fatbin: &'static [u8]) -> Result<Module, Error> {
-        // SAFETY: `fatbin` is a complete fatbin image produced by nvcc at
-        // build time and lives for the whole program.
-        unsafe { result::module::load_data(fatbin.as_ptr() as *const c_void) }
-            .map(Module)
-            .map_err(|e| gpu_err("loading the kernels", e))
-    }
-
-    pub fn kernel(&self, name: &str) -> Result<Kernel, Error> {
-        let cname = std::ffi::CString::new(name).expect("kernel names have no NUL");
-        // SAFETY: the module is loaded; the name is NUL-terminated.
-        unsafe { result::module::get_function(self.0, cname) }
-            .map(|func| Kernel { func })
-            .map_err(|e| gpu_err("finding a kernel", e))
-    }
-}
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        // SAFETY: loaded in `load`, unloaded once.
-        let _ = unsafe { result::module::unload(self.0) };
-    }
-}
-
-impl Kernel {
-    /// Launches with the given parameters (pointers to each argument, in the
-    /// kernel's order).
-    ///
-    /// # Safety
-    /// `params` must match the kernel's signature exactly, and every device
-    /// pointer among them must be valid for what the kernel does.
-    pub unsafe fn launch(
-        &self,
-        grid: u32,
-        block: u32,
-        stream: &Stream,
-        params: &mut [*mut c_void],
-        stage: &'static str,
-    ) -> Result<(), Error> {
-        // SAFETY: forwarded to the caller's contract.
-        unsafe {
-            result::launch_kernel(self.func, (grid, 1, 1), (block, 1, 1), 0, stream.0, params)
-        }
-        .map_err(|e| gpu_err(stage, e))
-    }
-}
-
-/// A CUDA event with timing enabled, for timing work on a stream. Waiting
-/// on one sleeps instead of spinning: the waits are a batch long, and the
-/// cores are better spent on the copies into staging memory.
-pub struct Event(sys::CUevent);
-
-// SAFETY: events are usable from any thread with the context current.
-unsafe impl Send for Event {}
-
-impl Event {
-    pub fn new() -> Result<Event, Error> {
-        result::event::create(sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC)
-            .map(Event)
-            .map_err(|e| gpu_err("creating an event", e))
-    }
-
-    /// Captures the work enqueued on `stream` so far.
-    pub fn record(&self, stream: &Stream, stage: &'static str) -> Result<(), Error> {
-        // SAFETY: a live event and a live stream of the current context.
-        unsafe { result::event::record(self.0, stream.0) }.map_err(|e| gpu_err(stage, e))
-    }
-
-    /// Whether the captured work has finished, without waiting.
-    pub fn is_complete(&self, stage: &'static str) -> Result<bool, Error> {
-        // SAFETY: a live event of the current context.
-        match unsafe { result::event::query(self.0) } {
-            Ok(()) => Ok(true),
-            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
-            Err(e) => Err(gpu_err(stage, e)),
-        }
-    }
-
-    /// Waits until the captured work has finished.
-    pub fn sync(&self, stage: &'static str) -> Result<(), Error> {
-        // SAFETY: a live event of the current context.
-        unsafe { result::event::synchronize(self.0) }.map_err(|e| gpu_err(stage, e))
-    }
-
-    /// Seconds from `self` to `end`, both recorded and complete.
-    pub fn seconds_until(&self, end: &Event, stage: &'static str) -> Result<f64, Error> {
-        // SAFETY: both events were created by `new`, are live, and the
-        // caller recorded them (the driver reports an error otherwise).
-        unsafe { result::event::elapsed(self.0, end.0) }
-            .map(|ms| f64::from(ms) / 1e3)
-            .map_err(|e| gpu_err(stage, e))
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once.
-        let _ = unsafe { result::event::destroy(self.0) };
     }
 }
