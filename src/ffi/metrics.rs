@@ -7,20 +7,37 @@ use crate::error::Error;
 use crate::pipeline::Stage;
 use std::ffi::c_char;
 
-/// Fills `out` with the stream's counters. Never waits: safe to call from
-/// any thread, also while another is in tz_flush or tz_write_all.
-#[no_mangle]
-pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i32 {
+/// Checks `s` and `out`, then writes what `read` takes from the stream's
+/// counters into `out`, never waiting for the stream's lock.
+fn read_counters<T>(
+    what: &str,
+    s: *const tz_stream,
+    out: *mut T,
+    read: impl FnOnce(&tz_stream) -> T,
+) -> i32 {
     // SAFETY: NULL is checked; otherwise a live stream (C contract).
     let Some(h) = (unsafe { s.as_ref() }) else {
         let e = Error::NullArgument("stream");
         record(None, &e);
         return status_of(&e);
     };
-    guard("tz_get_metrics", Some(&h.errors), status_of, || {
+    guard(what, Some(&h.errors), status_of, || {
         if out.is_null() {
             return Err(Error::NullArgument("out"));
         }
+        let counters = read(h);
+        // SAFETY: non-NULL; the caller provides writable memory for a `T`
+        // (tz_metrics or tz_upload_metrics, by the function's signature).
+        unsafe { out.write(counters) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Fills `out` with the stream's counters. Never waits: safe to call from
+/// any thread, also while another is in tz_flush or tz_write_all.
+#[no_mangle]
+pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i32 {
+    read_counters("tz_get_metrics", s, out, |h| {
         let m = h.stats.snapshot();
         let (kind, reason) = h.stats.backend();
         let mut backend_reason = [0 as c_char; 256];
@@ -30,7 +47,7 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
         {
             *dst = b as c_char;
         }
-        let metrics = tz_metrics {
+        tz_metrics {
             bytes_in: m.bytes_in,
             bytes_out: m.bytes_out,
             shards_emitted: m.shards,
@@ -44,10 +61,7 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
             seconds_sink: m.seconds(Stage::Sink),
             backend: backend_code(kind),
             backend_reason,
-        };
-        // SAFETY: non-NULL; the caller provides writable memory for a tz_metrics.
-        unsafe { out.write(metrics) };
-        Ok(tz_status::TZ_OK as i32)
+        }
     })
 }
 
@@ -56,25 +70,12 @@ pub extern "C" fn tz_get_metrics(s: *const tz_stream, out: *mut tz_metrics) -> i
 /// tz_get_metrics. Since 0.3.
 #[no_mangle]
 pub extern "C" fn tz_get_upload_metrics(s: *const tz_stream, out: *mut tz_upload_metrics) -> i32 {
-    // SAFETY: NULL is checked; otherwise a live stream (C contract).
-    let Some(h) = (unsafe { s.as_ref() }) else {
-        let e = Error::NullArgument("stream");
-        record(None, &e);
-        return status_of(&e);
-    };
-    guard("tz_get_upload_metrics", Some(&h.errors), status_of, || {
-        if out.is_null() {
-            return Err(Error::NullArgument("out"));
-        }
+    read_counters("tz_get_upload_metrics", s, out, |h| {
         let m = h.stats.snapshot();
-        let metrics = tz_upload_metrics {
+        tz_upload_metrics {
             bytes_uploaded: m.bytes_uploaded,
             objects_uploaded: m.objects_uploaded,
             uploads_in_flight: m.uploads_in_flight,
-        };
-        // SAFETY: non-NULL; the caller provides writable memory for a
-        // tz_upload_metrics.
-        unsafe { out.write(metrics) };
-        Ok(tz_status::TZ_OK as i32)
+        }
     })
 }
