@@ -7,6 +7,10 @@
 //! its zstd taken from `zstd-sys`, lz4 from `lz4-sys` and zlib from
 //! `libz-sys`.
 //!
+//! Frames are written by [`Writer`] (`writer.rs`), around c-blosc's own
+//! filters and inner compressors; [`compress`] is c-blosc's one-call
+//! encoder, kept as the reference the writer is tested against.
+//!
 //! Only c-blosc's context API is called (`blosc_compress_ctx`,
 //! `blosc_decompress_ctx`): it keeps no global state, reads no environment
 //! variables (the plain `blosc_compress` honours `BLOSC_CLEVEL`,
@@ -15,6 +19,10 @@
 //! uses one internal thread: callers parallelise across frames.
 
 use std::ffi::CStr;
+
+mod filters;
+mod writer;
+pub use writer::{one_stream_flags, Writer, MAX_BLOCK_BYTES};
 
 /// Highest compression level (0 stores the data uncompressed in the frame).
 pub const MAX_LEVEL: u8 = 9;
@@ -142,6 +150,16 @@ pub fn c_blosc_version() -> &'static str {
 
 /// Replaces `out` with the Blosc1 frame of `input`.
 pub fn compress(params: &Params, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    compress_blocks(params, input, out, 0)
+}
+
+/// [`compress`] in blocks of `blocksize` bytes (0: c-blosc's choice).
+fn compress_blocks(
+    params: &Params,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    blocksize: usize,
+) -> Result<(), Error> {
     if params.level > MAX_LEVEL {
         return Err(Error::Level(params.level));
     }
@@ -169,7 +187,7 @@ pub fn compress(params: &Params, input: &[u8], out: &mut Vec<u8>) -> Result<(), 
             out.as_mut_ptr().cast(),
             capacity,
             params.cname.c_name().as_ptr(),
-            0, // blocksize: c-blosc's automatic choice
+            blocksize,
             1,
         )
     };

@@ -1,12 +1,13 @@
 //! blosc: one Blosc1 frame per chunk with zstd, lz4 or zlib inside,
-//! shuffled by the element size first (the Zarr v3 `blosc` codec), through
-//! c-blosc.
+//! shuffled by the element size first (the Zarr v3 `blosc` codec), written
+//! by `blosc1::Writer` (c-blosc's filters and inner compressors, their
+//! buffers and state kept from tile to tile).
 
 use crate::config::{Cname, Shuffle};
 use serde_json::{json, Value};
 
-/// c-blosc keeps no state between frames: only the parameters.
-pub struct Compressor(blosc1::Params);
+/// One thread's frame writer.
+pub struct Compressor(blosc1::Writer);
 
 impl Compressor {
     pub fn new(
@@ -21,18 +22,20 @@ impl Compressor {
                 format!("blosc level {level} is out of range"),
             )
         })?;
-        Ok(Compressor(blosc1::Params {
+        blosc1::Writer::new(blosc1::Params {
             level,
             cname: cname_of(cname),
             shuffle: shuffle_of(shuffle),
             typesize: elem_size,
-        }))
+        })
+        .map(Compressor)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
     }
 
     /// The frame of `tile` into `out`. One thread per frame: the backend
     /// runs tiles in parallel.
-    pub fn compress(&self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-        blosc1::compress(&self.0, tile, out).map_err(|e| match e {
+    pub fn compress(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+        self.0.compress(tile, out).map_err(|e| match e {
             blosc1::Error::OutOfMemory(_) => {
                 std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)
             }
@@ -50,7 +53,7 @@ pub fn cname_of(cname: Cname) -> blosc1::Cname {
     }
 }
 
-fn shuffle_of(s: Shuffle) -> blosc1::Shuffle {
+pub fn shuffle_of(s: Shuffle) -> blosc1::Shuffle {
     match s {
         Shuffle::None => blosc1::Shuffle::None,
         Shuffle::Byte => blosc1::Shuffle::Byte,

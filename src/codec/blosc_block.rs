@@ -52,12 +52,10 @@ pub fn filtered(tile: &[u8], shuffle: Shuffle, typesize: usize) -> Vec<u8> {
 
 /// The flags byte: the shuffle, "don't split" and the inner codec.
 pub fn flags(shuffle: Shuffle, cname: Cname) -> u8 {
-    let s = match shuffle {
-        Shuffle::None => 0,
-        Shuffle::Byte => 0x1,
-        Shuffle::Bit => 0x4,
-    };
-    s | 0x10 | (super::blosc::cname_of(cname).header_code() << 5)
+    blosc1::one_stream_flags(
+        super::blosc::shuffle_of(shuffle),
+        super::blosc::cname_of(cname),
+    )
 }
 
 /// The frame of a tile of `tile_bytes` around `stream` (the inner codec's

@@ -101,8 +101,8 @@ fn inner_name(c: Codec) -> &'static str {
     }
 }
 
-/// The stream's own codec (libzstd, c-blosc with its compressor inside, or
-/// zlib-rs for gzip) at its level on all the pipeline's worker threads,
+/// The stream's own codec (libzstd, Blosc1 frames with c-blosc's filters
+/// and its compressor inside, or zlib-rs for gzip) at its level on all the pipeline's worker threads,
 /// over the tiles of the stream's first `epochs` epochs (the start of
 /// `tiles`), gathered exactly as the library tiles them. Named after the
 /// compressor inside ("cpu-zstd" for zstd and blosc-zstd alike).
@@ -122,7 +122,7 @@ fn cpu_zstd(
             shuffle,
             cname,
         } => format!(
-            "c-blosc {} (Blosc1 frames, {} inside) level {level}, {} shuffle, typesize {}",
+            "Blosc1 frames (c-blosc {}'s filters, {} inside, the library's frame writer) level {level}, {} shuffle, typesize {}",
             blosc1::c_blosc_version(),
             tiledzarr::codec::blosc_cname(cname).name(),
             match shuffle {
