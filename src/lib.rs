@@ -30,8 +30,9 @@ pub use pipeline::{Stream, Summary};
 
 /// Frees the memory the process keeps for its next stream (a GPU stream's
 /// page-locked staging and output buffers, a CPU stream's buffers of
-/// compressed epochs, kept when it ends so that the next one does not
-/// allocate and fault them in again; freed anyway after 30 s unused).
+/// compressed epochs and its chunk buffers, kept when it ends so that the
+/// next one does not allocate and fault them in again; freed anyway after
+/// 30 s unused).
 /// Returns the bytes freed.
 pub fn release_cached_memory() -> u64 {
     backend::cuda::release_cached_memory() + memory::release_spare_bytes()

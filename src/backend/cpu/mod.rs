@@ -84,7 +84,8 @@ pub struct CpuBackend {
     tasks: Vec<RowTask>,
     /// The pool slot at each shard-major position (None: no tile there).
     order: Vec<Option<u64>>,
-    /// One encoded chunk per pool slot, reused from epoch to epoch.
+    /// One encoded chunk per pool slot, reused from epoch to epoch and
+    /// left to the process's next stream.
     chunks: Vec<Vec<u8>>,
     /// The most an epoch's chunks take.
     epoch_bound: usize,
@@ -108,11 +109,11 @@ impl CpuBackend {
         for (j, slot) in order.iter_mut().enumerate() {
             *slot = layout.slot_at_position(j as u64);
         }
-        let chunks = try_filled(
-            layout.tiles_per_epoch() as usize,
-            Vec::new(),
-            "chunk buffers",
-        )?;
+        let tiles = layout.tiles_per_epoch() as usize;
+        let chunks = match crate::memory::take_spare_chunks(tiles) {
+            Some(kept) => kept,
+            None => try_filled(tiles, Vec::new(), "chunk buffers")?,
+        };
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes());
         Ok(CpuBackend {
             epoch_bound: chunks.len().saturating_mul(max_chunk),
@@ -123,6 +124,13 @@ impl CpuBackend {
             order,
             chunks,
         })
+    }
+}
+
+impl Drop for CpuBackend {
+    /// The chunk buffers go to the process's next stream.
+    fn drop(&mut self) {
+        crate::memory::give_spare_chunks(std::mem::take(&mut self.chunks));
     }
 }
 
