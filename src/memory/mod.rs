@@ -54,19 +54,23 @@ pub fn give_spare_chunks(set: Vec<Vec<u8>>) {
     }
 }
 
-/// A kept set of `count` chunk buffers, taken from one of at least `count`
-/// and at most twice as many (the rest freed).
-pub fn take_spare_chunks(count: usize) -> Option<Vec<Vec<u8>>> {
-    let mut set = SPARE_CHUNKS.take(|s| serves(s.len(), count))?;
+/// A kept set of `count` chunk buffers for chunks of up to `chunk_bytes`,
+/// taken from one of at least `count` and at most twice as many (the
+/// rest freed), holding at most twice the memory the stream plans for
+/// them.
+pub fn take_spare_chunks(count: usize, chunk_bytes: usize) -> Option<Vec<Vec<u8>>> {
+    let plan = count.saturating_mul(chunk_bytes) as u64;
+    let mut set = SPARE_CHUNKS.take(|s| serves(s.len(), chunk_set_bytes(s), count, plan))?;
     set.truncate(count);
     Some(set)
 }
 
-/// Whether a kept set of `kept` chunk buffers serves a stream of `count`:
-/// enough of them, and not so many that the stream holds far more than
-/// its plan says.
-fn serves(kept: usize, count: usize) -> bool {
-    kept >= count && kept / 2 <= count
+/// Whether a kept set of `kept` chunk buffers holding `kept_bytes` serves
+/// a stream that plans `plan` bytes for `count` of them: enough buffers,
+/// and not so many or so large that the stream holds far more than its
+/// plan says.
+fn serves(kept: usize, kept_bytes: u64, count: usize, plan: u64) -> bool {
+    kept >= count && kept / 2 <= count && kept_bytes / 2 <= plan
 }
 
 /// Frees the kept ordinary buffers; returns the bytes freed.
@@ -268,13 +272,19 @@ mod tests {
 
     #[test]
     fn chunk_sets_serve_streams_of_up_to_their_size() {
-        assert!(serves(4096, 4096));
-        assert!(serves(4096, 2048));
-        assert!(!serves(4096, 2047), "twice the buffers a stream needs");
-        assert!(!serves(4095, 4096));
+        let mib = 1 << 20;
+        assert!(serves(4096, 4096 * mib, 4096, 4096 * mib));
+        assert!(serves(4096, 4096 * mib, 2048, 2048 * mib));
+        assert!(
+            !serves(4096, 4096 * mib, 2047, 2047 * mib),
+            "twice the buffers a stream needs"
+        );
+        assert!(!serves(4095, 4095 * mib, 4096, 4096 * mib));
+        // As many buffers, but far larger ones than the stream plans for.
+        assert!(!serves(4096, 4096 * mib, 4096, 1024 * mib));
         // Small sets are not kept: the allocator reuses them.
         give_spare_chunks((0..3).map(|_| Vec::with_capacity(1024)).collect());
-        assert!(take_spare_chunks(3).is_none());
+        assert!(take_spare_chunks(3, 1024).is_none());
     }
 
     #[test]

@@ -110,11 +110,11 @@ impl CpuBackend {
             *slot = layout.slot_at_position(j as u64);
         }
         let tiles = layout.tiles_per_epoch() as usize;
-        let chunks = match crate::memory::take_spare_chunks(tiles) {
+        let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes());
+        let chunks = match crate::memory::take_spare_chunks(tiles, max_chunk) {
             Some(kept) => kept,
             None => try_filled(tiles, Vec::new(), "chunk buffers")?,
         };
-        let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes());
         Ok(CpuBackend {
             epoch_bound: chunks.len().saturating_mul(max_chunk),
             layout,
