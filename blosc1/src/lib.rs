@@ -22,6 +22,7 @@ use std::ffi::CStr;
 
 mod filters;
 mod writer;
+mod zlib;
 pub use writer::{one_stream_flags, Writer, MAX_BLOCK_BYTES};
 
 /// Highest compression level (0 stores the data uncompressed in the frame).
@@ -111,6 +112,8 @@ pub enum Error {
     Corrupt(String),
     /// The output buffer (this many bytes) could not be allocated.
     OutOfMemory(usize),
+    /// An inner compressor could not be set up (which, and its code).
+    Setup(&'static str, i32),
 }
 
 impl std::fmt::Display for Error {
@@ -129,6 +132,7 @@ impl std::fmt::Display for Error {
             Error::OutOfMemory(n) => {
                 write!(f, "{n} bytes for a blosc frame could not be allocated")
             }
+            Error::Setup(what, code) => write!(f, "setting up {what} failed (code {code})"),
         }
     }
 }

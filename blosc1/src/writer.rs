@@ -8,16 +8,19 @@
 //! zstd's tables each time: a third of the frame's time for blosc-zstd.
 //! A [`Writer`] owns those buffers and contexts and reuses them.
 //!
-//! The frames are the ones c-blosc writes with its "don't split" flag
-//! (every block one stream), levels mapped onto the inner compressors as
-//! c-blosc maps them; c-blosc's decoder reads them (the tests decode every
-//! combination with it).
+//! The frames are laid out as c-blosc lays them out by default: blocks
+//! of whole elements (one per tile up to 256 KiB), split into one stream
+//! per byte of the element where c-blosc splits them (every compressor
+//! but zstd), levels mapped onto the inner compressors as c-blosc maps
+//! them. With the block size c-blosc is told to use, a frame is c-blosc's
+//! own byte for byte (the tests compare them, and decode every
+//! combination with c-blosc).
 
 use crate::filters;
+use crate::zlib::Deflate;
 use crate::{
     Cname, Error, Params, Shuffle, MAX_INPUT_BYTES, MAX_LEVEL, MAX_OVERHEAD, MAX_TYPESIZE,
 };
-use flate2::{Compress, Compression, FlushCompress, Status};
 
 /// The largest block: a block, its filtered copy and its compressed bytes
 /// stay within a core's L2 cache. A tile up to this size is one block.
@@ -26,6 +29,9 @@ pub const MAX_BLOCK_BYTES: usize = 256 * 1024;
 /// Inputs smaller than this are stored as they are (c-blosc's
 /// `MIN_BUFFERSIZE`).
 const MIN_BUFFER_BYTES: usize = 128;
+
+/// The most streams c-blosc splits a block into (`MAX_SPLITS`).
+const MAX_SPLITS: usize = 16;
 
 /// Header flags (c-blosc's README_CHUNK_FORMAT).
 const FLAG_SHUFFLE: u8 = 0x1;
@@ -42,7 +48,7 @@ const INNER_FORMAT_VERSION: u8 = 1;
 enum Inner {
     Lz4 { acceleration: i32 },
     Zstd(zstd::bulk::Compressor<'static>),
-    Zlib(Compress),
+    Zlib(Deflate),
 }
 
 /// Writes Blosc1 frames of one set of parameters, reusing its buffers and
@@ -74,9 +80,11 @@ impl Writer {
             },
             Cname::Zstd => Inner::Zstd(
                 zstd::bulk::Compressor::new(zstd_level(level))
-                    .map_err(|e| Error::Corrupt(format!("creating zstd's context: {e}")))?,
+                    .map_err(|e| Error::Setup("zstd", e.raw_os_error().unwrap_or(-1)))?,
             ),
-            Cname::Zlib => Inner::Zlib(Compress::new(Compression::new(level as u32), true)),
+            Cname::Zlib => {
+                Inner::Zlib(Deflate::new(level).map_err(|code| Error::Setup("zlib", code))?)
+            }
         };
         Ok(Writer {
             params,
@@ -104,6 +112,7 @@ impl Writer {
         }
         let block = block_bytes(n, p.typesize);
         let blocks = n.div_ceil(block);
+        let split = splits(p.cname, p.typesize, block);
         let room = block.min(n);
         for v in [&mut self.filtered, &mut self.packed, &mut self.scratch] {
             if v.len() < room {
@@ -112,7 +121,8 @@ impl Writer {
                 v.resize(room, 0);
             }
         }
-        header(&p, n, block, 0, out);
+        let flags = if split { 0 } else { FLAG_DONT_SPLIT };
+        header(&p, n, block, flags, out);
         let starts = out.len();
         if starts + 4 * blocks >= capacity {
             memcpyed(&p, input, out);
@@ -128,21 +138,31 @@ impl Writer {
             } else {
                 src
             };
-            let packed = &mut self.packed[..src.len()];
-            // c-blosc keeps the (filtered) block as it is when it does not
-            // shrink.
-            let bytes = match self.inner.pack(block_in, packed) {
-                Some(size) => &packed[..size],
-                None => block_in,
+            // A full block of a split frame is one stream per byte of the
+            // element (c-blosc's "split"); the last, shorter block is one.
+            let streams = if split && src.len() == block {
+                p.typesize
+            } else {
+                1
             };
-            // A frame that would not be smaller than the input is stored
-            // as it is (and `out` never grows past what was reserved).
-            if out.len() + 4 + bytes.len() >= capacity {
-                memcpyed(&p, input, out);
-                return Ok(());
+            for stream_in in block_in.chunks(block_in.len() / streams) {
+                let packed = &mut self.packed[..stream_in.len()];
+                // c-blosc keeps the (filtered) stream as it is when it does
+                // not shrink.
+                let bytes = match self.inner.pack(stream_in, packed) {
+                    Some(size) => &packed[..size],
+                    None => stream_in,
+                };
+                // A frame that would not be smaller than the input is
+                // stored as it is (and `out` never grows past what was
+                // reserved).
+                if out.len() + 4 + bytes.len() >= capacity {
+                    memcpyed(&p, input, out);
+                    return Ok(());
+                }
+                out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                out.extend_from_slice(bytes);
             }
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
         }
         let total = out.len() as u32;
         out[12..16].copy_from_slice(&total.to_le_bytes());
@@ -193,13 +213,7 @@ impl Inner {
                 usize::try_from(size).ok()?
             }
             Inner::Zstd(z) => z.compress_to_buffer(src, dst).ok()?,
-            Inner::Zlib(z) => {
-                z.reset();
-                match z.compress(src, dst, FlushCompress::Finish) {
-                    Ok(Status::StreamEnd) => z.total_out() as usize,
-                    _ => return None,
-                }
-            }
+            Inner::Zlib(z) => z.compress(src, dst)?,
         };
         (size > 0 && size < src.len()).then_some(size)
     }
@@ -219,13 +233,25 @@ fn zstd_level(level: i32) -> i32 {
 
 /// Bytes per block for `n` bytes of input: all of it up to
 /// [`MAX_BLOCK_BYTES`], else blocks of whole groups of 8 elements (the
-/// bit shuffle's unit).
+/// bit shuffle's unit); whole elements either way, as c-blosc's blocks
+/// are, a trailing partial element going to a last, shorter block.
 fn block_bytes(n: usize, typesize: usize) -> usize {
-    if n <= MAX_BLOCK_BYTES {
-        n
+    let block = if n <= MAX_BLOCK_BYTES {
+        n / typesize * typesize
     } else {
         MAX_BLOCK_BYTES / (8 * typesize) * (8 * typesize)
-    }
+    };
+    block.max(1)
+}
+
+/// Whether the full blocks of a frame are split into one stream per byte
+/// of the element, as c-blosc 1.x decides by default
+/// (`BLOSC_FORWARD_COMPAT_SPLIT`): for every compressor but zstd, for
+/// elements of up to 16 bytes, and blocks of at least 128 elements. The
+/// byte planes of a shuffled block compress faster and smaller apart
+/// with LZ4 and zlib.
+fn splits(cname: Cname, typesize: usize, block: usize) -> bool {
+    cname != Cname::Zstd && typesize <= MAX_SPLITS && block / typesize >= MIN_BUFFER_BYTES
 }
 
 /// The header's flags byte of a frame whose blocks are one stream each
@@ -242,7 +268,7 @@ pub fn one_stream_flags(shuffle: Shuffle, cname: Cname) -> u8 {
 
 /// The 16-byte header: `block` bytes per block, `total` bytes in all.
 fn header(p: &Params, n: usize, block: usize, extra: u8, out: &mut Vec<u8>) {
-    let flags = one_stream_flags(p.shuffle, p.cname) | extra;
+    let flags = (one_stream_flags(p.shuffle, p.cname) & !FLAG_DONT_SPLIT) | extra;
     out.extend_from_slice(&[
         FORMAT_VERSION,
         INNER_FORMAT_VERSION,
@@ -257,7 +283,13 @@ fn header(p: &Params, n: usize, block: usize, extra: u8, out: &mut Vec<u8>) {
 /// Replaces `out` with the frame that stores `input` as it is.
 fn memcpyed(p: &Params, input: &[u8], out: &mut Vec<u8>) {
     out.clear();
-    header(p, input.len(), input.len(), FLAG_MEMCPYED, out);
+    header(
+        p,
+        input.len(),
+        input.len(),
+        FLAG_MEMCPYED | FLAG_DONT_SPLIT,
+        out,
+    );
     out.extend_from_slice(input);
     let total = out.len() as u32;
     out[12..16].copy_from_slice(&total.to_le_bytes());
@@ -335,7 +367,11 @@ mod tests {
                             assert!(frame.len() <= n + MAX_OVERHEAD, "{what}");
                             assert_eq!(decompress(&frame).unwrap(), data, "{what}");
                             assert_eq!(frame[2] >> 5, cname.header_code(), "{what}");
-                            assert_eq!(frame[2] & FLAG_DONT_SPLIT, FLAG_DONT_SPLIT, "{what}");
+                            let memcpyed = frame[2] & FLAG_MEMCPYED != 0;
+                            let split = frame[2] & FLAG_DONT_SPLIT == 0;
+                            let expect_split =
+                                !memcpyed && splits(cname, typesize, block_bytes(n, typesize));
+                            assert_eq!(split, expect_split, "{what}");
                             let shuffled = frame[2] & (FLAG_SHUFFLE | FLAG_BITSHUFFLE);
                             let expected = match shuffle {
                                 Shuffle::None => 0,
@@ -343,8 +379,7 @@ mod tests {
                                 Shuffle::Bit => FLAG_BITSHUFFLE,
                             };
                             assert_eq!(shuffled, expected, "{what}");
-                            let memcpyed = frame[2] & FLAG_MEMCPYED != 0;
-                            if level > 0 && n >= 1000 {
+                            if level > 0 && n >= 65_536 {
                                 assert!(!memcpyed && frame.len() < n, "{what}: {}", frame.len());
                             }
                             if level == 0 || n < MIN_BUFFER_BYTES {
@@ -378,9 +413,12 @@ mod tests {
                 assert_eq!(frame[2] & FLAG_MEMCPYED, 0, "{cname:?} {shuffle:?}");
                 let first = u32::from_le_bytes(frame[16..20].try_into().unwrap()) as usize;
                 let raw = u32::from_le_bytes(frame[first..first + 4].try_into().unwrap());
+                // The first block's first stream: a quarter of the block
+                // where the block is split by the 4-byte elements.
+                let streams = if cname == Cname::Zstd { 1 } else { 4 };
                 assert_eq!(
                     raw as usize,
-                    MAX_BLOCK_BYTES / 32 * 32,
+                    MAX_BLOCK_BYTES / 32 * 32 / streams,
                     "{cname:?} {shuffle:?}"
                 );
                 assert!(frame.len() < n, "{cname:?} {shuffle:?}");
@@ -389,25 +427,37 @@ mod tests {
         }
     }
 
-    /// With zstd inside, one block and c-blosc's level mapping, the frame
-    /// is c-blosc's own, byte for byte (the same libzstd at the same level).
+    /// Told the writer's block size, c-blosc writes the same frame, byte
+    /// for byte: the same filters, splits, level mapping and libraries.
     #[test]
-    fn zstd_frames_equal_c_blosc_frames_of_one_block() {
-        let data = counts(65_536, 9);
-        for shuffle in SHUFFLES {
-            for typesize in [1, 2, 4, 8] {
-                for level in 1..=9 {
-                    let p = params(Cname::Zstd, shuffle, level, typesize);
-                    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-                    Writer::new(p).unwrap().compress(&data, &mut ours).unwrap();
-                    compress_blocks(&p, &data, &mut theirs, data.len()).unwrap();
-                    let differ = ours.iter().zip(&theirs).position(|(a, b)| a != b);
-                    assert!(
-                        ours == theirs,
-                        "{shuffle:?} t{typesize} l{level}: {} and {} bytes, first difference at {differ:?}",
-                        ours.len(),
-                        theirs.len()
-                    );
+    fn frames_equal_c_blosc_frames_of_the_same_blocks() {
+        for n in [65_536, 65_542, 3 * MAX_BLOCK_BYTES + 1234] {
+            let data = counts(n, 9);
+            for cname in CNAMES {
+                for shuffle in SHUFFLES {
+                    for typesize in [1, 2, 4, 8, 16] {
+                        for level in [1, 2, 5, 9] {
+                            let p = params(cname, shuffle, level, typesize);
+                            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+                            Writer::new(p).unwrap().compress(&data, &mut ours).unwrap();
+                            // c-blosc multiplies the block size it is told
+                            // by the element size when it splits blocks.
+                            let block = block_bytes(n, typesize);
+                            let told = if splits(cname, typesize, block) {
+                                block / typesize
+                            } else {
+                                block
+                            };
+                            compress_blocks(&p, &data, &mut theirs, told).unwrap();
+                            let differ = ours.iter().zip(&theirs).position(|(a, b)| a != b);
+                            assert!(
+                                ours == theirs,
+                                "{cname:?} {shuffle:?} t{typesize} l{level} n{n}: {} and {} bytes, first difference at {differ:?}",
+                                ours.len(),
+                                theirs.len()
+                            );
+                        }
+                    }
                 }
             }
         }
