@@ -83,23 +83,6 @@ pub fn spare_bytes() -> u64 {
     SPARE_BYTES.bytes() + SPARE_CHUNKS.bytes()
 }
 
-/// Asks the CPU to start loading the cache line holding `bytes[offset]`;
-/// nothing where `offset` is past the end, or off x86-64. A hint for
-/// reads whose addresses the hardware prefetchers cannot guess.
-#[inline]
-pub fn prefetch(bytes: &[u8], offset: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(byte) = bytes.get(offset) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch reads nothing into the program and never
-        // faults; it only warms the cache. The address is that of a live
-        // element of `bytes`.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, offset);
-}
-
 /// A vector of `n` copies of `value`, or `OutOfMemory` naming `what`.
 pub fn try_filled<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::layout::{Layout, TileGather};
-use crate::memory::{prefetch, try_reserve};
+use crate::memory::try_reserve;
 
 /// Consecutive tiles of one row, gathered and compressed as one task.
 #[derive(Debug, Clone)]
@@ -55,10 +55,6 @@ pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     Ok(tasks)
 }
 
-/// How many runs ahead of the one being copied the gather asks the cache
-/// for (1, 2 and 4 measured: 2 the best).
-const PREFETCH_RUNS: usize = 2;
-
 /// Bytes between the starts of two tiles in a task's scratch: a tile and
 /// a cache line. Each input run feeds every tile of the task at once; tiles
 /// a power of two apart (64 KiB) would all fall in the same few cache sets
@@ -94,22 +90,7 @@ pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8
             tiles[t..t + tile_bytes].fill(0);
         }
     }
-    // Each run of a task (a row of its tiles) lies in a page of its own,
-    // and the hardware prefetchers stop at page boundaries: every run
-    // started on lines not yet loaded. Runs advance by a stride the plan
-    // repeats, so the run `PREFETCH_RUNS` ahead is asked for while this
-    // one is copied (the gather of a cam-32 epoch 20-40% faster).
-    let span = task.count as usize * step * elem;
-    let mut last = None;
     task.plan.for_each_run(|src, dst| {
-        let here = (src as usize + task.first_in_row as usize * step) * elem;
-        if let Some(previous) = last {
-            let ahead = here.wrapping_add(PREFETCH_RUNS.wrapping_mul(here.wrapping_sub(previous)));
-            for line in (0..span).step_by(64) {
-                prefetch(input, ahead.wrapping_add(line));
-            }
-        }
-        last = Some(here);
         for k in 0..task.count as usize {
             let j = task.first_in_row as usize + k;
             let n = extent(j as u64) * elem;
