@@ -3,9 +3,9 @@
 //! zlib), their state kept from frame to frame.
 //!
 //! Why not `blosc_compress_ctx`: every call allocates and frees its block
-//! buffers (and, for zstd, a whole compression context), so a stream of
-//! 64 KiB tiles faults fresh pages in for nearly every frame and rebuilds
-//! zstd's tables each time: a third of the frame's time for blosc-zstd.
+//! buffers (and a zstd context or a deflate state), so a stream of 64 KiB
+//! tiles faults fresh pages in for nearly every frame and rebuilds zstd's
+//! tables each time: about a fifth of the frame's time for blosc-zstd.
 //! A [`Writer`] owns those buffers and contexts and reuses them.
 //!
 //! The frames are laid out as c-blosc lays them out by default: blocks
