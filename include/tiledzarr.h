@@ -851,8 +851,8 @@ int32_t tz_estimate_memory_with(const struct tz_config *config,
  * for 30 s, so that a stream created meanwhile with buffers of the same
  * sizes starts without allocating them (about a second per GiB); a CPU
  * stream's staging, buffers of compressed epochs and chunk buffers are
- * kept the same way (a fresh
- * one's pages are faulted in as it is first written). Call it when no
+ * kept the same way (a fresh one's pages are faulted in as it is first
+ * written). Call it when no
  * stream follows soon and the memory is needed elsewhere. Returns the
  * bytes freed. Since 0.5.
  */

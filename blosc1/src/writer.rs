@@ -114,7 +114,16 @@ impl Writer {
         let blocks = n.div_ceil(block);
         let split = splits(p.cname, p.typesize, block);
         let room = block.min(n);
-        for v in [&mut self.filtered, &mut self.packed, &mut self.scratch] {
+        // The bit shuffle alone needs the scratch.
+        let scratch = if p.shuffle == Shuffle::Bit {
+            Some(&mut self.scratch)
+        } else {
+            None
+        };
+        for v in [&mut self.filtered, &mut self.packed]
+            .into_iter()
+            .chain(scratch)
+        {
             if v.len() < room {
                 v.try_reserve(room - v.len())
                     .map_err(|_| Error::OutOfMemory(room))?;
@@ -258,17 +267,23 @@ fn splits(cname: Cname, typesize: usize, block: usize) -> bool {
 /// ("don't split"): the filter and the inner compressor (the GPU's frames
 /// carry the same).
 pub fn one_stream_flags(shuffle: Shuffle, cname: Cname) -> u8 {
+    codec_flags(shuffle, cname) | FLAG_DONT_SPLIT
+}
+
+/// The flags byte's filter and inner-compressor bits.
+fn codec_flags(shuffle: Shuffle, cname: Cname) -> u8 {
     let filter = match shuffle {
         Shuffle::None => 0,
         Shuffle::Byte => FLAG_SHUFFLE,
         Shuffle::Bit => FLAG_BITSHUFFLE,
     };
-    filter | FLAG_DONT_SPLIT | (cname.header_code() << 5)
+    filter | (cname.header_code() << 5)
 }
 
-/// The 16-byte header: `block` bytes per block, `total` bytes in all.
+/// The 16-byte header: `block` bytes per block, `extra` flags (splitting,
+/// memcpyed) beside the codec's; the total is filled in at the end.
 fn header(p: &Params, n: usize, block: usize, extra: u8, out: &mut Vec<u8>) {
-    let flags = (one_stream_flags(p.shuffle, p.cname) & !FLAG_DONT_SPLIT) | extra;
+    let flags = codec_flags(p.shuffle, p.cname) | extra;
     out.extend_from_slice(&[
         FORMAT_VERSION,
         INNER_FORMAT_VERSION,

@@ -86,8 +86,8 @@ unsafe fn config_with(
 /// for 30 s, so that a stream created meanwhile with buffers of the same
 /// sizes starts without allocating them (about a second per GiB); a CPU
 /// stream's staging, buffers of compressed epochs and chunk buffers are
-/// kept the same way (a fresh
-/// one's pages are faulted in as it is first written). Call it when no
+/// kept the same way (a fresh one's pages are faulted in as it is first
+/// written). Call it when no
 /// stream follows soon and the memory is needed elsewhere. Returns the
 /// bytes freed. Since 0.5.
 #[no_mangle]

@@ -102,8 +102,8 @@ fn inner_name(c: Codec) -> &'static str {
 }
 
 /// The stream's own codec (libzstd, Blosc1 frames with c-blosc's filters
-/// and its compressor inside, or zlib-rs for gzip) at its level on all the pipeline's worker threads,
-/// over the tiles of the stream's first `epochs` epochs (the start of
+/// and its compressor inside, or zlib-rs for gzip) at its level on all the
+/// pipeline's worker threads, over the tiles of the stream's first `epochs` epochs (the start of
 /// `tiles`), gathered exactly as the library tiles them. Named after the
 /// compressor inside ("cpu-zstd" for zstd and blosc-zstd alike).
 fn cpu_zstd(
