@@ -20,12 +20,26 @@ pub struct RowTask {
 }
 
 /// Scratch per task stays near this size (many small tiles per task, or
-/// one large tile).
+/// one large tile)...
 const TASK_BYTES: usize = 1 << 20;
+
+/// ...unless more tiles are needed to read a page of each input row in one
+/// go, up to this size. Each tile takes one run of every input row it
+/// spans: with a task's runs a page long, every page of the epoch is read
+/// once, in order, rather than a piece at a time by several tasks (cam-32,
+/// one thread: 6.6 GiB/s with whole 4 KiB rows against 4.2 with 1 KiB).
+const TASK_BYTES_MAX: usize = 4 << 20;
+
+/// The page the input's rows are read by.
+const INPUT_PAGE: usize = 4096;
 
 /// Tiles one task gathers and compresses.
 pub fn task_tiles(layout: &Layout) -> u64 {
-    (TASK_BYTES / layout.tile_bytes()).max(1) as u64
+    let tile = layout.tile_bytes().max(1);
+    let run = layout.dims()[layout.rank() - 1].tile as usize * layout.elem_size();
+    let page = INPUT_PAGE.div_ceil(run.max(1)).min(TASK_BYTES_MAX / tile);
+    let tiles = (TASK_BYTES / tile).max(page).max(1) as u64;
+    tiles.min(layout.tiles_per_row().max(1))
 }
 
 /// Splits the tile pool into row tasks of at most `max_tiles` tiles.

@@ -1,7 +1,9 @@
-//! The copy into page-locked staging memory. Nothing on the host reads the
-//! staging buffer again (the DMA engine does), so the copy uses streaming
-//! stores: they skip the read-for-ownership of every destination line that
-//! an ordinary `memcpy` of pieces this size pays, a third of its traffic.
+//! The copy into staging memory. Nothing on the host reads a page-locked
+//! staging buffer again (the DMA engine does), and the CPU backend reads a
+//! large ordinary one only once it is full, long after its first bytes
+//! left the caches, so the copy uses streaming stores: they skip the
+//! read-for-ownership of every destination line that an ordinary `memcpy`
+//! of pieces this size pays, a third of its traffic.
 
 /// `dst.copy_from_slice(src)` with non-temporal stores where the CPU has
 /// them.
