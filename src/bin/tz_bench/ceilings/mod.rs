@@ -1,0 +1,262 @@
+//! Ceilings measured in the same run on the same tiles: how fast the
+//! hardware could go, so that a figure reads as a fraction of a limit.
+//!
+//! Each ceiling is a [`Ceiling`]; one that cannot be measured here is
+//! recorded as absent (`gbps: null`), never as zero, with the reason.
+
+mod gpu;
+
+use super::data::Frames;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::time::Instant;
+use tiledzarr::codec::ChunkCompressor;
+use tiledzarr::config::{Codec, Shuffle, Validated};
+use tiledzarr::layout::Layout;
+
+/// Tiles the CPU zstd ceiling compresses per run: whole epochs, at least
+/// one, up to this much (or what the frame pool holds).
+const CEILING_BYTES: u64 = 256 << 20;
+/// Runs of the CPU ceiling: at least `MIN_RUNS`, more while under
+/// `MIN_SECONDS` in all, at most `MAX_RUNS`; the best counts.
+const MIN_RUNS: usize = 3;
+const MAX_RUNS: usize = 10;
+const MIN_SECONDS: f64 = 2.0;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ceiling {
+    pub name: String,
+    /// Best of the runs; `None` when not measured (absent, not zero).
+    pub gbps: Option<f64>,
+    pub median_gbps: Option<f64>,
+    /// Input bytes per output byte, for compressor ceilings.
+    pub compression_ratio: Option<f64>,
+    /// Input bytes of one run (the epochs whose tiles were compressed).
+    pub bytes: Option<u64>,
+    pub seconds: Vec<f64>,
+    /// TiledZarr's best GB/s over this ceiling's best: the fraction of the
+    /// limit reached (filled once both are known).
+    pub tiledzarr_over_ceiling: Option<f64>,
+    pub notes: String,
+}
+
+impl Ceiling {
+    fn absent(name: &str, why: &str) -> Ceiling {
+        Ceiling {
+            name: name.into(),
+            gbps: None,
+            median_gbps: None,
+            compression_ratio: None,
+            bytes: None,
+            seconds: Vec::new(),
+            tiledzarr_over_ceiling: None,
+            notes: why.into(),
+        }
+    }
+}
+
+/// Every ceiling of the protocol, in the order of the table.
+pub fn measure(v: &Validated, frames: &Frames, threads: usize) -> Vec<Ceiling> {
+    let layout = &v.layout;
+    let pool_epochs = (frames.pool_frames() / layout.epoch_planes()).max(1);
+    let cpu_epochs = (CEILING_BYTES / layout.epoch_bytes())
+        .max(1)
+        .min(pool_epochs);
+    let stream_epochs = (frames.frames() / layout.epoch_planes()).max(1);
+    let gpu = gpu::plan(v, stream_epochs, frames.pool_frames());
+    // One gather serves both compressor ceilings: the first epochs of the
+    // stream, as many as the larger of the two asks for.
+    let compressed = v.config.codec != Codec::None;
+    let gpu_epochs = gpu.as_ref().map_or(0, |p| p.epochs);
+    let epochs = if compressed {
+        cpu_epochs.max(gpu_epochs)
+    } else {
+        0
+    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+    let tiles = match &pool {
+        Ok(p) => p.install(|| gather_epochs(layout, frames, epochs)),
+        Err(_) => gather_epochs(layout, frames, epochs),
+    };
+    let mut out = vec![cpu_zstd(v, &tiles, cpu_epochs, &pool, threads)];
+    out.extend(gpu::measure(v, gpu, &tiles, frames));
+    out
+}
+
+/// Names of the ceilings `measure` would report, marked absent: what the
+/// record holds under `--no-ceilings`.
+pub fn skipped(v: &Validated) -> Vec<Ceiling> {
+    let name = format!("cpu-{}", inner_name(v.config.codec));
+    let mut out = vec![Ceiling::absent(&name, "not measured (--no-ceilings)")];
+    out.extend(gpu::skipped(v));
+    out
+}
+
+/// The compressor that does the work: zstd, lz4, zlib or gzip ("none"
+/// without one), which names the ceilings.
+fn inner_name(c: Codec) -> &'static str {
+    match c {
+        Codec::None => "none",
+        Codec::Zstd { .. } => "zstd",
+        Codec::Gzip { .. } => "gzip",
+        Codec::Blosc { cname, .. } => tiledzarr::codec::blosc_cname(cname).name(),
+    }
+}
+
+/// The stream's own codec (libzstd, Blosc1 frames with c-blosc's filters
+/// and its compressor inside, or zlib-rs for gzip) at its level on all the
+/// pipeline's worker threads, over the tiles of the stream's first `epochs` epochs (the start of
+/// `tiles`), gathered exactly as the library tiles them. Named after the
+/// compressor inside ("cpu-zstd" for zstd and blosc-zstd alike).
+fn cpu_zstd(
+    v: &Validated,
+    tiles: &[u8],
+    epochs: u64,
+    pool: &Result<rayon::ThreadPool, rayon::ThreadPoolBuildError>,
+    threads: usize,
+) -> Ceiling {
+    let name = &format!("cpu-{}", inner_name(v.config.codec));
+    let what = match v.config.codec {
+        Codec::Zstd { level } => format!("libzstd level {level}"),
+        Codec::Gzip { level } => format!("gzip members (flate2 on zlib-rs) level {level}"),
+        Codec::Blosc {
+            level,
+            shuffle,
+            cname,
+        } => format!(
+            "Blosc1 frames (c-blosc {}'s filters, {} inside, the library's frame writer) level {level}, {} shuffle, typesize {}",
+            blosc1::c_blosc_version(),
+            tiledzarr::codec::blosc_cname(cname).name(),
+            match shuffle {
+                Shuffle::Byte => "byte",
+                Shuffle::Bit => "bit",
+                Shuffle::None => "no",
+            },
+            v.layout.elem_size()
+        ),
+        Codec::None => return Ceiling::absent(name, "codec none: no compressor to bound"),
+    };
+    let layout = &v.layout;
+    let pool = match pool {
+        Ok(p) => p,
+        Err(e) => return Ceiling::absent(name, &format!("no thread pool: {e}")),
+    };
+    let tile_bytes = layout.tile_bytes();
+    let tiles = &tiles[..epoch_tile_bytes(layout) * epochs as usize];
+    // Counted as the pipeline counts: input bytes, not tile bytes (edge
+    // tiles' padding is compressed but was never written).
+    let bytes = epochs * layout.epoch_bytes();
+    let codec = v.config.codec;
+    let elem = layout.elem_size();
+    let mut seconds = Vec::new();
+    let mut out_bytes = 0;
+    let mut failure = None;
+    while seconds.len() < MAX_RUNS
+        && (seconds.len() < MIN_RUNS || seconds.iter().sum::<f64>() < MIN_SECONDS)
+    {
+        let t = Instant::now();
+        let r: std::io::Result<usize> = pool.install(|| {
+            tiles
+                .par_chunks(tile_bytes)
+                .map_init(
+                    || (ChunkCompressor::new(codec, elem), Vec::new()),
+                    |(z, out), tile| {
+                        let z = z
+                            .as_mut()
+                            .map_err(|e| std::io::Error::other(e.to_string()))?;
+                        z.compress(tile, out)?;
+                        Ok(out.len())
+                    },
+                )
+                .sum()
+        });
+        seconds.push(t.elapsed().as_secs_f64());
+        match r {
+            Ok(n) => out_bytes = n,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(e) = failure {
+        return Ceiling::absent(name, &format!("compression failed: {e}"));
+    }
+    let (best, median) = best_and_median(&seconds);
+    Ceiling {
+        name: name.into(),
+        gbps: Some(bytes as f64 / best / 1e9),
+        median_gbps: Some(bytes as f64 / median / 1e9),
+        compression_ratio: Some(bytes as f64 / out_bytes.max(1) as f64),
+        bytes: Some(bytes),
+        seconds,
+        tiledzarr_over_ceiling: None,
+        notes: format!(
+            "{what} via the library's ChunkCompressor on {threads} threads (rayon), \
+             {} tiles of {tile_bytes} bytes from the stream's first {epochs} epoch(s), best of the runs",
+            tiles.len() / tile_bytes,
+        ),
+    }
+}
+
+/// Bytes of one epoch's tiles, padding included.
+fn epoch_tile_bytes(layout: &Layout) -> usize {
+    layout.tiles_per_epoch() as usize * layout.tile_bytes()
+}
+
+/// The tiles of the stream's first `epochs` epochs, back to back in
+/// pool-slot order, `tile_bytes` each, parts outside the array left at the
+/// fill value (zero).
+fn gather_epochs(layout: &Layout, frames: &Frames, epochs: u64) -> Vec<u8> {
+    let epoch_frames = layout.epoch_planes();
+    let elem = layout.elem_size();
+    let tile_bytes = layout.tile_bytes();
+    let per_epoch = epoch_tile_bytes(layout);
+    let mut tiles = vec![0u8; per_epoch * epochs as usize];
+    if epochs == 0 {
+        return tiles;
+    }
+    let mut input = vec![0u8; layout.epoch_bytes() as usize];
+    for (e, epoch_tiles) in tiles.chunks_mut(per_epoch).enumerate() {
+        for (k, chunk) in input.chunks_mut(frames.frame_bytes()).enumerate() {
+            chunk.copy_from_slice(frames.frame(e as u64 * epoch_frames + k as u64));
+        }
+        let input = &input;
+        epoch_tiles
+            .par_chunks_mut(tile_bytes)
+            .enumerate()
+            .for_each(|(i, tile)| {
+                let plan = layout.tile_gather(i as u64);
+                let run = plan.run_len() as usize * elem;
+                plan.for_each_run(|src, dst| {
+                    let (s, d) = (src as usize * elem, dst as usize * elem);
+                    tile[d..d + run].copy_from_slice(&input[s..s + run]);
+                });
+            });
+    }
+    tiles
+}
+
+/// Best (smallest) and median seconds.
+pub fn best_and_median(seconds: &[f64]) -> (f64, f64) {
+    let mut s = seconds.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (s[0], median)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(best_and_median(&[3.0, 1.0, 2.0]), (1.0, 2.0));
+        assert_eq!(best_and_median(&[4.0, 1.0, 2.0, 3.0]), (1.0, 2.5));
+    }
+}
