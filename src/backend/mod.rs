@@ -191,9 +191,9 @@ impl StagingBuffer {
     /// only read again by the GPU's copy engine, and a host buffer larger
     /// than the caches is read by the CPU backend's workers only when it is
     /// full, long after its first bytes left the caches; so both copies
-    /// bypass the caches (the CPU backend's copy stage on cam-32: 0.08–0.12
-    /// s per GiB against 0.14–0.18). A small host buffer may still be in
-    /// the caches when its workers read it.
+    /// bypass the caches (the CPU backend's copy of cam-32 on two cores:
+    /// about 0.1 s per GiB against 0.15). A small host buffer may still be
+    /// in the caches when its workers read it.
     pub fn copier(&self) -> fn(&mut [u8], &[u8]) {
         match self {
             StagingBuffer::Host { len, .. } if *len < STREAMED_HOST_BYTES => {
