@@ -180,6 +180,11 @@ fn measure(
         eprintln!("tz-bench: writing the frames into reservations (untimed)");
         stream::fill_reservations(config, frames)?;
     }
+    // The CPU compressor's ceiling is measured between the stream's runs
+    // (see `ceilings::CpuCeiling`).
+    let mut cpu_ceiling = o
+        .ceilings
+        .then(|| ceilings::CpuCeiling::prepare(v, frames, v.threads));
     let mut runs = Vec::new();
     for rep in 1..=o.reps {
         progress.start(format!("rep {rep}/{}", o.reps));
@@ -190,6 +195,9 @@ fn measure(
             o.ingest,
             &mut progress,
         )?);
+        if let Some(c) = &mut cpu_ceiling {
+            c.run_between(o.reps);
+        }
     }
     let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let (best_s, median_s) = best_and_median(&seconds);
@@ -201,12 +209,14 @@ fn measure(
     let bytes = frames.bytes() as f64;
     let best_gbps = bytes / best_s / 1e9;
 
-    let mut ceilings = if o.ceilings {
-        eprintln!("tz-bench: measuring ceilings");
-        ceilings::measure(v, frames, v.threads)
-    } else {
-        ceilings::skipped(v)
+    let mut ceilings = match &mut cpu_ceiling {
+        Some(cpu) => {
+            eprintln!("tz-bench: measuring ceilings");
+            ceilings::measure(v, frames, cpu)
+        }
+        None => ceilings::skipped(v),
     };
+    drop(cpu_ceiling);
     for c in &mut ceilings {
         c.tiledzarr_over_ceiling = c.gbps.map(|g| best_gbps / g);
     }

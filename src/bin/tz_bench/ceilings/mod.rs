@@ -55,31 +55,27 @@ impl Ceiling {
     }
 }
 
-/// Every ceiling of the protocol, in the order of the table.
-pub fn measure(v: &Validated, frames: &Frames, threads: usize) -> Vec<Ceiling> {
+/// Every ceiling of the protocol, in the order of the table: the CPU
+/// compressor's from `cpu` (its runs so far, topped up here), then the
+/// GPU's.
+pub fn measure(v: &Validated, frames: &Frames, cpu: &mut CpuCeiling) -> Vec<Ceiling> {
     let layout = &v.layout;
-    let pool_epochs = (frames.pool_frames() / layout.epoch_planes()).max(1);
-    let cpu_epochs = (CEILING_BYTES / layout.epoch_bytes())
-        .max(1)
-        .min(pool_epochs);
     let stream_epochs = (frames.frames() / layout.epoch_planes()).max(1);
     let gpu = gpu::plan(v, stream_epochs, frames.pool_frames());
-    // One gather serves both compressor ceilings: the first epochs of the
-    // stream, as many as the larger of the two asks for.
-    let compressed = v.config.codec != Codec::None;
-    let gpu_epochs = gpu.as_ref().map_or(0, |p| p.epochs);
-    let epochs = if compressed {
-        cpu_epochs.max(gpu_epochs)
+    let gpu_epochs = match (&gpu, v.config.codec) {
+        (_, Codec::None) | (Err(_), _) => 0,
+        (Ok(p), _) => p.epochs,
+    };
+    let mut out = vec![cpu.finish()];
+    // The CPU ceiling's tiles serve the GPU's when they are enough.
+    let more;
+    let tiles = if gpu_epochs <= cpu.epochs {
+        &cpu.tiles
     } else {
-        0
+        more = cpu.in_pool(|| gather_epochs(layout, frames, gpu_epochs));
+        &more
     };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
-    let tiles = match &pool {
-        Ok(p) => p.install(|| gather_epochs(layout, frames, epochs)),
-        Err(_) => gather_epochs(layout, frames, epochs),
-    };
-    let mut out = vec![cpu_zstd(v, &tiles, cpu_epochs, &pool, threads)];
-    out.extend(gpu::measure(v, gpu, &tiles, frames));
+    out.extend(gpu::measure(v, gpu, tiles, frames));
     out
 }
 
@@ -105,18 +101,171 @@ fn inner_name(c: Codec) -> &'static str {
 
 /// The stream's own codec (libzstd, Blosc1 frames with c-blosc's filters
 /// and its compressor inside, or zlib-rs for gzip) at its level on all the
-/// pipeline's worker threads, over the tiles of the stream's first `epochs` epochs (the start of
-/// `tiles`), gathered exactly as the library tiles them. Named after the
-/// compressor inside ("cpu-zstd" for zstd and blosc-zstd alike).
-fn cpu_zstd(
-    v: &Validated,
-    tiles: &[u8],
+/// pipeline's worker threads, over the tiles of the stream's first epochs,
+/// gathered exactly as the library tiles them. Named after the compressor
+/// inside ("cpu-zstd" for zstd and blosc-zstd alike). Its runs are taken
+/// between the stream's runs ([`CpuCeiling::run_between`]): a shared
+/// machine's speed drifts over seconds, and a ceiling measured after all
+/// of the stream's runs would be compared with a machine in another state.
+pub struct CpuCeiling {
+    name: String,
+    /// What is compressed, for the notes; the reason when the ceiling
+    /// cannot be measured here.
+    what: Result<String, String>,
+    codec: Codec,
+    elem: usize,
+    tile_bytes: usize,
     epochs: u64,
-    pool: &Result<rayon::ThreadPool, rayon::ThreadPoolBuildError>,
+    /// Input bytes of one run.
+    bytes: u64,
+    tiles: Vec<u8>,
+    pool: Result<rayon::ThreadPool, String>,
     threads: usize,
-) -> Ceiling {
-    let name = &format!("cpu-{}", inner_name(v.config.codec));
-    let what = match v.config.codec {
+    seconds: Vec<f64>,
+    out_bytes: usize,
+    failure: Option<String>,
+    /// Whether runs were taken between the stream's runs.
+    interleaved: bool,
+}
+
+impl CpuCeiling {
+    /// Gathers the tiles of the stream's first epochs (up to
+    /// [`CEILING_BYTES`]) on `threads` threads.
+    pub fn prepare(v: &Validated, frames: &Frames, threads: usize) -> CpuCeiling {
+        let layout = &v.layout;
+        let pool_epochs = (frames.pool_frames() / layout.epoch_planes()).max(1);
+        let epochs = (CEILING_BYTES / layout.epoch_bytes())
+            .max(1)
+            .min(pool_epochs);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| format!("no thread pool: {e}"));
+        let mut c = CpuCeiling {
+            name: format!("cpu-{}", inner_name(v.config.codec)),
+            what: compressor_description(v),
+            codec: v.config.codec,
+            elem: layout.elem_size(),
+            tile_bytes: layout.tile_bytes(),
+            epochs,
+            // Counted as the pipeline counts: input bytes, not tile bytes
+            // (edge tiles' padding is compressed but was never written).
+            bytes: epochs * layout.epoch_bytes(),
+            tiles: Vec::new(),
+            pool,
+            threads,
+            seconds: Vec::new(),
+            out_bytes: 0,
+            failure: None,
+            interleaved: false,
+        };
+        if c.what.is_ok() {
+            c.tiles = c.in_pool(|| gather_epochs(layout, frames, epochs));
+        }
+        c
+    }
+
+    /// `f` on the ceiling's threads (on this one without them).
+    fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Ok(p) => p.install(f),
+            Err(_) => f(),
+        }
+    }
+
+    /// Runs taken after one of the stream's `reps` runs: at least one,
+    /// then more while this call has taken less than its share of
+    /// [`MIN_SECONDS`], up to its share of [`MAX_RUNS`].
+    pub fn run_between(&mut self, reps: usize) {
+        self.interleaved = true;
+        let reps = reps.max(1);
+        let (budget, most) = (MIN_SECONDS / reps as f64, MAX_RUNS.div_ceil(reps));
+        let t = Instant::now();
+        for _ in 0..most {
+            if !self.run_once() || t.elapsed().as_secs_f64() >= budget {
+                break;
+            }
+        }
+    }
+
+    /// One timed run over every tile; false when none can run.
+    fn run_once(&mut self) -> bool {
+        if self.what.is_err() || self.pool.is_err() || self.failure.is_some() {
+            return false;
+        }
+        let (codec, elem, tile_bytes) = (self.codec, self.elem, self.tile_bytes);
+        let tiles = &self.tiles;
+        let t = Instant::now();
+        let r: std::io::Result<usize> = self.in_pool(|| {
+            tiles
+                .par_chunks(tile_bytes)
+                .map_init(
+                    || (ChunkCompressor::new(codec, elem), Vec::new()),
+                    |(z, out), tile| {
+                        let z = z
+                            .as_mut()
+                            .map_err(|e| std::io::Error::other(e.to_string()))?;
+                        z.compress(tile, out)?;
+                        Ok(out.len())
+                    },
+                )
+                .sum()
+        });
+        self.seconds.push(t.elapsed().as_secs_f64());
+        match r {
+            Ok(n) => self.out_bytes = n,
+            Err(e) => self.failure = Some(e.to_string()),
+        }
+        self.failure.is_none()
+    }
+
+    /// The ceiling: the runs so far, topped up to [`MIN_RUNS`] and
+    /// [`MIN_SECONDS`] (at most [`MAX_RUNS`]).
+    pub fn finish(&mut self) -> Ceiling {
+        let what = match (&self.what, &self.pool) {
+            (Err(why), _) | (_, Err(why)) => return Ceiling::absent(&self.name, why),
+            (Ok(what), Ok(_)) => what.clone(),
+        };
+        while self.seconds.len() < MAX_RUNS
+            && (self.seconds.len() < MIN_RUNS || self.seconds.iter().sum::<f64>() < MIN_SECONDS)
+        {
+            if !self.run_once() {
+                break;
+            }
+        }
+        if let Some(e) = &self.failure {
+            return Ceiling::absent(&self.name, &format!("compression failed: {e}"));
+        }
+        let (best, median) = best_and_median(&self.seconds);
+        let bytes = self.bytes;
+        let when = if self.interleaved {
+            "runs taken between the stream's runs"
+        } else {
+            "runs taken after the stream's runs"
+        };
+        Ceiling {
+            name: self.name.clone(),
+            gbps: Some(bytes as f64 / best / 1e9),
+            median_gbps: Some(bytes as f64 / median / 1e9),
+            compression_ratio: Some(bytes as f64 / self.out_bytes.max(1) as f64),
+            bytes: Some(bytes),
+            seconds: self.seconds.clone(),
+            tiledzarr_over_ceiling: None,
+            notes: format!(
+                "{what} via the library's ChunkCompressor on {} threads (rayon), {} tiles of {} \
+                 bytes from the stream's first {} epoch(s), best of the runs ({when})",
+                self.threads,
+                self.tiles.len() / self.tile_bytes,
+                self.tile_bytes,
+                self.epochs,
+            ),
+        }
+    }
+}
+
+/// The CPU ceiling's compressor in words; the reason for codec none.
+fn compressor_description(v: &Validated) -> Result<String, String> {
+    Ok(match v.config.codec {
         Codec::Zstd { level } => format!("libzstd level {level}"),
         Codec::Gzip { level } => format!("gzip members (flate2 on zlib-rs) level {level}"),
         Codec::Blosc {
@@ -134,69 +283,8 @@ fn cpu_zstd(
             },
             v.layout.elem_size()
         ),
-        Codec::None => return Ceiling::absent(name, "codec none: no compressor to bound"),
-    };
-    let layout = &v.layout;
-    let pool = match pool {
-        Ok(p) => p,
-        Err(e) => return Ceiling::absent(name, &format!("no thread pool: {e}")),
-    };
-    let tile_bytes = layout.tile_bytes();
-    let tiles = &tiles[..epoch_tile_bytes(layout) * epochs as usize];
-    // Counted as the pipeline counts: input bytes, not tile bytes (edge
-    // tiles' padding is compressed but was never written).
-    let bytes = epochs * layout.epoch_bytes();
-    let codec = v.config.codec;
-    let elem = layout.elem_size();
-    let mut seconds = Vec::new();
-    let mut out_bytes = 0;
-    let mut failure = None;
-    while seconds.len() < MAX_RUNS
-        && (seconds.len() < MIN_RUNS || seconds.iter().sum::<f64>() < MIN_SECONDS)
-    {
-        let t = Instant::now();
-        let r: std::io::Result<usize> = pool.install(|| {
-            tiles
-                .par_chunks(tile_bytes)
-                .map_init(
-                    || (ChunkCompressor::new(codec, elem), Vec::new()),
-                    |(z, out), tile| {
-                        let z = z
-                            .as_mut()
-                            .map_err(|e| std::io::Error::other(e.to_string()))?;
-                        z.compress(tile, out)?;
-                        Ok(out.len())
-                    },
-                )
-                .sum()
-        });
-        seconds.push(t.elapsed().as_secs_f64());
-        match r {
-            Ok(n) => out_bytes = n,
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    if let Some(e) = failure {
-        return Ceiling::absent(name, &format!("compression failed: {e}"));
-    }
-    let (best, median) = best_and_median(&seconds);
-    Ceiling {
-        name: name.into(),
-        gbps: Some(bytes as f64 / best / 1e9),
-        median_gbps: Some(bytes as f64 / median / 1e9),
-        compression_ratio: Some(bytes as f64 / out_bytes.max(1) as f64),
-        bytes: Some(bytes),
-        seconds,
-        tiledzarr_over_ceiling: None,
-        notes: format!(
-            "{what} via the library's ChunkCompressor on {threads} threads (rayon), \
-             {} tiles of {tile_bytes} bytes from the stream's first {epochs} epoch(s), best of the runs",
-            tiles.len() / tile_bytes,
-        ),
-    }
+        Codec::None => return Err("codec none: no compressor to bound".into()),
+    })
 }
 
 /// Bytes of one epoch's tiles, padding included.
