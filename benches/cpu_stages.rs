@@ -63,7 +63,7 @@ fn stages(c: &mut Criterion) {
     // The CPU backend's scatter: its row tasks, into one scratch, on one
     // thread.
     g.bench_function("scatter", |b| {
-        let per_task = task_tiles(&l);
+        let per_task = task_tiles(&l, 1);
         let tasks = row_tasks(&l, per_task).unwrap();
         let stride = scratch_stride(l.tile_bytes());
         let mut scratch = vec![0u8; per_task as usize * stride];

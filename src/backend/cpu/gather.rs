@@ -33,13 +33,22 @@ const TASK_BYTES_MAX: usize = 4 << 20;
 /// The page the input's rows are read by.
 const INPUT_PAGE: usize = 4096;
 
-/// Tiles one task gathers and compresses.
-pub fn task_tiles(layout: &Layout) -> u64 {
+/// Tasks per worker thread an epoch keeps at least when its tasks grow
+/// past [`TASK_BYTES`]: the workers meet at the end of every epoch, and
+/// the fewer its tasks, the longer the others wait for the last ones (on
+/// 16 cores whole rows of cam-32 gained nothing; see the README).
+const TASKS_PER_THREAD: u64 = 16;
+
+/// Tiles one task of `threads` workers gathers and compresses.
+pub fn task_tiles(layout: &Layout, threads: usize) -> u64 {
     let tile = layout.tile_bytes().max(1);
+    let base = (TASK_BYTES / tile).max(1) as u64;
     let run = layout.dims()[layout.rank() - 1].tile as usize * layout.elem_size();
-    let page = INPUT_PAGE.div_ceil(run.max(1)).min(TASK_BYTES_MAX / tile);
-    let tiles = (TASK_BYTES / tile).max(page).max(1) as u64;
-    tiles.min(layout.tiles_per_row().max(1))
+    let page = INPUT_PAGE.div_ceil(run.max(1)).min(TASK_BYTES_MAX / tile) as u64;
+    let enough = layout.tiles_per_epoch() / (TASKS_PER_THREAD * threads.max(1) as u64);
+    base.max(page.min(enough))
+        .min(layout.tiles_per_row())
+        .max(1)
 }
 
 /// Splits the tile pool into row tasks of at most `max_tiles` tiles.

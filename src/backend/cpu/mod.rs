@@ -40,8 +40,9 @@ fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let tiles = layout.tiles_per_epoch();
     let positions = layout.shard_major_len();
     let epoch_out = tiles * chunk + (positions + 1) * 8;
-    let scratch =
-        v.threads as u64 * task_tiles(layout) * scratch_stride(layout.tile_bytes()) as u64;
+    let scratch = v.threads as u64
+        * task_tiles(layout, v.threads)
+        * scratch_stride(layout.tile_bytes()) as u64;
     let tables = positions * std::mem::size_of::<Option<u64>>() as u64
         + tiles * std::mem::size_of::<Vec<u8>>() as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
@@ -104,7 +105,7 @@ impl CpuBackend {
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<CpuBackend> {
         let layout = layout.clone();
-        let tasks = row_tasks(&layout, task_tiles(&layout))?;
+        let tasks = row_tasks(&layout, task_tiles(&layout, v.threads))?;
         let mut order = try_filled(layout.shard_major_len() as usize, None, "the shard order")?;
         for (j, slot) in order.iter_mut().enumerate() {
             *slot = layout.slot_at_position(j as u64);
