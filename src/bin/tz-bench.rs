@@ -216,6 +216,8 @@ fn measure(
         }
         None => ceilings::skipped(v),
     };
+    // Its tiles (up to 256 MiB, more for a GPU batch) are not kept for the
+    // peers.
     drop(cpu_ceiling);
     for c in &mut ceilings {
         c.tiledzarr_over_ceiling = c.gbps.map(|g| best_gbps / g);

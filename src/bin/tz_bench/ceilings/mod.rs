@@ -9,6 +9,7 @@ mod gpu;
 use super::data::Frames;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::ops::Range;
 use std::time::Instant;
 use tiledzarr::codec::ChunkCompressor;
 use tiledzarr::config::{Codec, Shuffle, Validated};
@@ -67,15 +68,15 @@ pub fn measure(v: &Validated, frames: &Frames, cpu: &mut CpuCeiling) -> Vec<Ceil
         (Ok(p), _) => p.epochs,
     };
     let mut out = vec![cpu.finish()];
-    // The CPU ceiling's tiles serve the GPU's when they are enough.
-    let more;
-    let tiles = if gpu_epochs <= cpu.epochs {
-        &cpu.tiles
-    } else {
-        more = cpu.in_pool(|| gather_epochs(layout, frames, gpu_epochs));
-        &more
-    };
-    out.extend(gpu::measure(v, gpu, tiles, frames));
+    // The CPU ceiling's tiles are the GPU's first ones: only the epochs
+    // beyond them are gathered.
+    if gpu_epochs > cpu.epochs {
+        let (have, want) = (cpu.epochs, gpu_epochs);
+        let mut tiles = std::mem::take(&mut cpu.tiles);
+        cpu.in_pool(|| gather_epochs(layout, frames, have..want, &mut tiles));
+        cpu.tiles = tiles;
+    }
+    out.extend(gpu::measure(v, gpu, &cpu.tiles, frames));
     out
 }
 
@@ -160,7 +161,9 @@ impl CpuCeiling {
             interleaved: false,
         };
         if c.what.is_ok() {
-            c.tiles = c.in_pool(|| gather_epochs(layout, frames, epochs));
+            let mut tiles = Vec::new();
+            c.in_pool(|| gather_epochs(layout, frames, 0..epochs, &mut tiles));
+            c.tiles = tiles;
         }
         c
     }
@@ -292,22 +295,24 @@ fn epoch_tile_bytes(layout: &Layout) -> usize {
     layout.tiles_per_epoch() as usize * layout.tile_bytes()
 }
 
-/// The tiles of the stream's first `epochs` epochs, back to back in
-/// pool-slot order, `tile_bytes` each, parts outside the array left at the
-/// fill value (zero).
-fn gather_epochs(layout: &Layout, frames: &Frames, epochs: u64) -> Vec<u8> {
+/// Appends to `tiles` the tiles of the stream's epochs `epochs` (`tiles`
+/// holds those before them), back to back in pool-slot order,
+/// `tile_bytes` each, parts outside the array left at the fill value
+/// (zero).
+fn gather_epochs(layout: &Layout, frames: &Frames, epochs: Range<u64>, tiles: &mut Vec<u8>) {
     let epoch_frames = layout.epoch_planes();
     let elem = layout.elem_size();
     let tile_bytes = layout.tile_bytes();
     let per_epoch = epoch_tile_bytes(layout);
-    let mut tiles = vec![0u8; per_epoch * epochs as usize];
-    if epochs == 0 {
-        return tiles;
+    let at = tiles.len();
+    tiles.resize(at + per_epoch * (epochs.end - epochs.start) as usize, 0);
+    if epochs.is_empty() {
+        return;
     }
     let mut input = vec![0u8; layout.epoch_bytes() as usize];
-    for (e, epoch_tiles) in tiles.chunks_mut(per_epoch).enumerate() {
+    for (e, epoch_tiles) in epochs.zip(tiles[at..].chunks_mut(per_epoch)) {
         for (k, chunk) in input.chunks_mut(frames.frame_bytes()).enumerate() {
-            chunk.copy_from_slice(frames.frame(e as u64 * epoch_frames + k as u64));
+            chunk.copy_from_slice(frames.frame(e * epoch_frames + k as u64));
         }
         let input = &input;
         epoch_tiles
@@ -322,7 +327,6 @@ fn gather_epochs(layout: &Layout, frames: &Frames, epochs: u64) -> Vec<u8> {
                 });
             });
     }
-    tiles
 }
 
 /// Best (smallest) and median seconds.
