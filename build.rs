@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The kernel sources, each compiled into `<name>.fatbin` in OUT_DIR.
-const KERNELS: [&str; 4] = ["scatter", "aggregate", "blosc", "downsample"];
+const KERNELS: [&str; 5] = ["scatter", "aggregate", "blosc", "downsample", "order"];
 
 /// Real architectures to carry SASS for; the last also gets PTX.
 const ARCHS: [u32; 7] = [75, 80, 86, 89, 90, 100, 120];

@@ -31,7 +31,8 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         name = m["target"]["name"]
-        if name in ("c_api_roundtrip", "gpu", "gpu_faults", "gpu_memory", "c_api_errors", "rust_api",
+        if name in ("c_api_roundtrip", "gpu", "gpu_faults", "gpu_memory", "gpu_chunk_order",
+                    "c_api_errors", "rust_api",
                     "hardening_api", "hardening_store", "ome_fixtures", "reserve_commit",
                     "latency_bound"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))

@@ -29,7 +29,8 @@
 # compares with tz-bench on the same frames in the same run
 # (TZ_PYTHON_BYTES, default 8GiB).
 # GPU tests (the C-API round trips on the GPU backend, GPU-vs-CPU equality,
-# nvCOMP temp-buffer immunity, bad input), compute-sanitizer memcheck and
+# batches compressed in another chunk order, nvCOMP temp-buffer immunity,
+# bad input), compute-sanitizer memcheck and
 # racecheck on a small stream, then the benchmarks. Exits non-zero when any
 # of them fails or cannot run.
 set -uo pipefail
@@ -59,6 +60,7 @@ step "GPU tests"
 check gpu-only "$here/bin/gpu" --ignored --test-threads 4
 check memory-plan "$here/bin/gpu_memory" --ignored --nocapture
 check faults "$here/bin/gpu_faults" --ignored --nocapture
+check chunk-order "$here/bin/gpu_chunk_order" --ignored --nocapture
 check roundtrip-gpu env TZ_TEST_BACKEND=gpu "$here/bin/c_api_roundtrip" --test-threads 4
 check bad-input env TZ_TEST_BACKEND=gpu "$here/bin/c_api_errors"
 check rust-api env TZ_TEST_BACKEND=gpu "$here/bin/rust_api"
@@ -76,6 +78,9 @@ for tool in memcheck racecheck; do
     # The codecs' own kernels (shuffles, blosc framing, Adler-32).
     check "sanitizer-$tool-codecs" env TZ_GPU_CODEC_CASES=3 "$sanitizer" --tool "$tool" \
         --error-exitcode 1 "$here/bin/gpu" --ignored --exact every_codec_on_the_gpu_decodes_as_the_cpu_store
+    # Batches compressed in another order than the tiles' (kernels/order.cu).
+    check "sanitizer-$tool-chunk-order" env TZ_GPU_ORDER_BATCHES=6 "$sanitizer" --tool "$tool" \
+        --error-exitcode 1 "$here/bin/gpu_chunk_order" --ignored
 done
 fi
 

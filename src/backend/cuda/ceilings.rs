@@ -5,6 +5,7 @@
 //! with CUDA events around the work on one stream, after an untimed
 //! warm-up run; the caller picks the best (and the median) of the runs.
 
+use super::chunk_order::{Arrangement, ChunkOrder};
 use super::driver::{self, gpu_err, Context, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::config::Codec;
 use crate::error::{Error, Result};
@@ -62,6 +63,10 @@ pub struct NvcompCeiling {
     pub temp_bytes: usize,
     /// Sum of the compressed chunk sizes of the last run, read back.
     pub compressed_bytes: u64,
+    /// The order of the chunks in the fastest call (`timings`), and the
+    /// best GB/s of each order tried.
+    pub arrangement: Arrangement,
+    pub by_arrangement: Vec<(Arrangement, f64)>,
     /// `bytes` is `tiles * tile_bytes`, the uncompressed input of one call.
     pub timings: Timings,
 }
@@ -239,9 +244,11 @@ pub use super::codec::nvcomp_compressor;
 /// the ceiling is the compressor alone), all tiles in one batched call. The
 /// tiles are uploaded once (each at nvCOMP's input alignment), the temp
 /// buffer is zeroed once, one call runs untimed, then `reps` calls are
-/// timed each between two CUDA events on the stream. Every chunk's status
-/// is checked after the warm-up and after the last run, whose compressed
-/// sizes are read back.
+/// timed each between two CUDA events on the stream, in each order the
+/// GPU backend may take a batch's chunks in (`chunk_order.rs`, ranked by
+/// the untimed call's sizes); the fastest order's runs are the ceiling.
+/// Every chunk's status is checked after the warm-up and after each
+/// order's runs; the last run's compressed sizes are read back.
 pub fn nvcomp_codec(
     device: u32,
     codec: Codec,
@@ -377,19 +384,53 @@ pub fn nvcomp_codec(
 
         compress("nvCOMP ceiling (warm-up)")?;
         check(&mut h_statuses, "nvCOMP ceiling (warm-up)")?;
-        let (start, stop) = (Event::new()?, Event::new()?);
-        let mut seconds = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            start.record(&stream, "nvCOMP ceiling")?;
-            compress("nvCOMP ceiling")?;
-            stop.record(&stream, "nvCOMP ceiling")?;
-            stop.sync("nvCOMP ceiling")?;
-            seconds.push(start.seconds_until(&stop, "nvCOMP ceiling")?);
-        }
-        check(&mut h_statuses, "nvCOMP ceiling")?;
+        // The chunks in each order the GPU backend may compress a batch in
+        // (`chunk_order.rs`), ranked by the warm-up call's sizes.
         let mut h_sizes = vec![0u64; n];
         out_sizes.download_async(&mut h_sizes, &stream, "nvCOMP ceiling (sizes)")?;
         stream.sync("nvCOMP ceiling (sizes)")?;
+        let mut order = ChunkOrder::new(n)?;
+        order.rank(|i| h_sizes[i]);
+        let (smallest, largest) = order
+            .take_changed()
+            .map(|(a, d)| (a.to_vec(), d.to_vec()))
+            .ok_or_else(|| Error::Internal("the chunk rankings".into()))?;
+        let (start, stop) = (Event::new()?, Event::new()?);
+        let mut arrangements = Vec::with_capacity(3);
+        for (arrangement, ranking) in [
+            (Arrangement::AsTiled, None),
+            (Arrangement::SmallestFirst, Some(&smallest)),
+            (Arrangement::LargestFirst, Some(&largest)),
+        ] {
+            let pick = |table: &[u64]| -> Vec<u64> {
+                match ranking {
+                    Some(r) => r.iter().map(|&i| table[i as usize]).collect(),
+                    None => table.to_vec(),
+                }
+            };
+            let (k_ins, k_outs) = (pick(&ins), pick(&outs));
+            in_ptrs.upload_async(&k_ins, &stream, stage)?;
+            out_ptrs.upload_async(&k_outs, &stream, stage)?;
+            stream.sync(stage)?;
+            let mut seconds = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                start.record(&stream, "nvCOMP ceiling")?;
+                compress("nvCOMP ceiling")?;
+                stop.record(&stream, "nvCOMP ceiling")?;
+                stop.sync("nvCOMP ceiling")?;
+                seconds.push(start.seconds_until(&stop, "nvCOMP ceiling")?);
+            }
+            check(&mut h_statuses, "nvCOMP ceiling")?;
+            arrangements.push((arrangement, seconds));
+        }
+        out_sizes.download_async(&mut h_sizes, &stream, "nvCOMP ceiling (sizes)")?;
+        stream.sync("nvCOMP ceiling (sizes)")?;
+        let best = |s: &[f64]| s.iter().copied().fold(f64::INFINITY, f64::min);
+        let (arrangement, seconds) = arrangements
+            .iter()
+            .min_by(|x, y| best(&x.1).total_cmp(&best(&y.1)))
+            .cloned()
+            .ok_or_else(|| Error::Internal("no arrangement timed".into()))?;
         Ok(NvcompCeiling {
             device_name: ctx.name.clone(),
             algorithm,
@@ -399,6 +440,11 @@ pub fn nvcomp_codec(
             tile_bytes,
             temp_bytes,
             compressed_bytes: h_sizes.iter().sum(),
+            arrangement,
+            by_arrangement: arrangements
+                .iter()
+                .map(|(a, s)| (*a, tiles.len() as f64 / best(s) / 1e9))
+                .collect(),
             timings: Timings {
                 seconds,
                 bytes: tiles.len() as u64,

@@ -7,14 +7,15 @@ use crate::layout::{Layout, MAX_RANK};
 
 /// The fatbins nvcc built from kernels/*.cu, when it was found at build time.
 #[cfg(tz_kernels)]
-const FATBINS: Option<[&[u8]; 4]> = Some([
+const FATBINS: Option<[&[u8]; 5]> = Some([
     include_bytes!(concat!(env!("OUT_DIR"), "/scatter.fatbin")),
     include_bytes!(concat!(env!("OUT_DIR"), "/aggregate.fatbin")),
     include_bytes!(concat!(env!("OUT_DIR"), "/blosc.fatbin")),
     include_bytes!(concat!(env!("OUT_DIR"), "/downsample.fatbin")),
+    include_bytes!(concat!(env!("OUT_DIR"), "/order.fatbin")),
 ]);
 #[cfg(not(tz_kernels))]
-const FATBINS: Option<[&[u8]; 4]> = None;
+const FATBINS: Option<[&[u8]; 5]> = None;
 
 /// Whether this build carries the CUDA kernels.
 pub fn built_in() -> bool {
@@ -96,19 +97,23 @@ pub struct Kernels {
     pub blosc_frame: Kernel,
     /// The pyramid's reductions (kernels/downsample.cu).
     pub downsample: Kernel,
+    /// A compress call in another order than the tiles' (kernels/order.cu).
+    pub order_tables: Kernel,
+    pub unorder_results: Kernel,
     // Modules last: kernels must not outlive them.
-    _modules: [Module; 4],
+    _modules: [Module; 5],
 }
 
 impl Kernels {
     pub fn load() -> Result<Kernels, Error> {
-        let [scatter_bin, aggregate_bin, blosc_bin, downsample_bin] = FATBINS.ok_or_else(|| {
+        let [scatter_bin, aggregate_bin, blosc_bin, downsample_bin, order_bin] = FATBINS.ok_or_else(|| {
             Error::BackendUnavailable("this library was built without its CUDA kernels (nvcc was not found at build time)".into())
         })?;
         let scatter_mod = Module::load(scatter_bin)?;
         let aggregate_mod = Module::load(aggregate_bin)?;
         let blosc_mod = Module::load(blosc_bin)?;
         let downsample_mod = Module::load(downsample_bin)?;
+        let order_mod = Module::load(order_bin)?;
         Ok(Kernels {
             scatter: scatter_mod.kernel("tz_scatter")?,
             permute_sizes: aggregate_mod.kernel("tz_permute_sizes")?,
@@ -118,7 +123,15 @@ impl Kernels {
             bitshuffle: blosc_mod.kernel("tz_bitshuffle")?,
             blosc_frame: blosc_mod.kernel("tz_blosc_frame")?,
             downsample: downsample_mod.kernel("tz_downsample")?,
-            _modules: [scatter_mod, aggregate_mod, blosc_mod, downsample_mod],
+            order_tables: order_mod.kernel("tz_order_tables")?,
+            unorder_results: order_mod.kernel("tz_unorder_results")?,
+            _modules: [
+                scatter_mod,
+                aggregate_mod,
+                blosc_mod,
+                downsample_mod,
+                order_mod,
+            ],
         })
     }
 }

@@ -12,9 +12,11 @@
 //! chain the stages; a few device pools rotate through the roles of a batch
 //! (`pools.rs`) so that no stage overwrites what another still reads.
 //! `stages.rs` enqueues a batch's stages; `plan.rs` sizes what a stream
-//! allocates (`sizes.rs` per buffer) before anything is.
+//! allocates (`sizes.rs` per buffer) before anything is; `chunk_order.rs`
+//! picks the order of a batch's chunks in its compress call.
 
 pub mod ceilings;
+pub mod chunk_order;
 mod codec;
 mod compressor;
 mod driver;
@@ -30,6 +32,8 @@ mod pyramid;
 mod sizes;
 mod stages;
 
+use chunk_order::{Arrangement, ChunkOrder};
+use compressor::Rearranged;
 pub use driver::PinnedBuffer;
 pub use host_copy::copy_streaming;
 use plan::{check_fits, host_bytes, level1_lane};
@@ -106,9 +110,14 @@ struct Slot {
     h2d_start: Event,
     h2d_end: Event,
     scattered: Event,
-    /// Compute stream: compression done, offsets and statuses copied back.
+    /// Compute stream: compression started and done, offsets and statuses
+    /// copied back.
+    compress_start: Event,
     compressed: Event,
     offsets_ready: Event,
+    /// How the batch's chunks were ordered in its compress call, when it
+    /// is timed for [`ChunkOrder`].
+    arrangement: Option<Arrangement>,
 }
 
 /// A batch whose compression is under way; its results are collected on
@@ -142,6 +151,13 @@ pub struct CudaBackend {
     level1: Option<pyramid::Level1>,
     d_sizes: DeviceBuffer,
     d_perm: DeviceBuffer,
+    /// The host's copy of `d_perm`: each tile's shard-major position.
+    perm: Vec<u64>,
+    /// The order of a batch's chunks in its compress call, and the mark
+    /// after the last copy of its rankings to the device (whose host
+    /// tables must not change before).
+    chunk_order: ChunkOrder,
+    orders_copied: Event,
     slots: [Slot; 2],
     next_slot: usize,
     /// Where batches' shard-major bytes land on the host: two buffers, one
@@ -206,6 +222,7 @@ impl CudaBackend {
                 in_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
                 out_ptrs: tables()?,
                 statuses: DeviceBuffer::new(chunks * 4, "chunk statuses")?,
+                rearranged: Rearranged::new(chunks)?,
             }),
         };
         let (tile_stride, chunk_stride) = (z.tile_stride, z.chunk_stride);
@@ -226,8 +243,10 @@ impl CudaBackend {
                 h2d_start: Event::new()?,
                 h2d_end: Event::new()?,
                 scattered: Event::new()?,
+                compress_start: Event::new()?,
                 compressed: Event::new()?,
                 offsets_ready: Event::new()?,
+                arrangement: None,
             })
         };
         let slots = [slot()?, slot()?];
@@ -248,6 +267,9 @@ impl CudaBackend {
             level1: pyramid::Level1::new(v, epochs as u64)?,
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
+            perm,
+            chunk_order: ChunkOrder::new(chunks)?,
+            orders_copied: Event::new()?,
             slots,
             next_slot: 0,
             outputs: OutputPool::new(&ctx, 2, z.output_bytes)?,
@@ -265,7 +287,7 @@ impl CudaBackend {
             ctx,
         };
         b.d_perm
-            .upload_async(&perm, &b.compute, "uploading the permutation")?;
+            .upload_async(&b.perm, &b.compute, "uploading the permutation")?;
         b.upload_chunk_tables()?;
         b.compute.sync("uploading tables")?;
         b.warm_up()?;
@@ -284,7 +306,15 @@ impl CudaBackend {
         let Some(c) = &mut self.compressor else {
             return Ok(());
         };
-        c.enqueue(0, 1, &pools, &self.kernels, s, "warming up the compressor")?;
+        c.enqueue(
+            0,
+            1,
+            Arrangement::AsTiled,
+            &pools,
+            &self.kernels,
+            s,
+            "warming up the compressor",
+        )?;
         s.sync("warming up the compressor")
     }
 

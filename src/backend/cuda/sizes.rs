@@ -156,11 +156,12 @@ impl Sizes {
 
     /// Device memory: the batch pools, the shard offsets of two batches,
     /// the chunk sizes, the permutation, the compressor's tables (a pointer
-    /// table per pool each way, sizes, statuses) and nvCOMP's temp buffer.
+    /// table per pool each way, sizes, statuses, those of a call in another
+    /// order) and nvCOMP's temp buffer.
     pub fn device_bytes(&self, tiles_per_epoch: usize) -> u64 {
         let c = self.chunks;
         let tables = if self.compressed {
-            2 * self.pools * c * 8 + c * 8 + c * 4
+            2 * self.pools * c * 8 + c * 8 + c * 4 + super::compressor::Rearranged::bytes(c)
         } else {
             0
         };

@@ -11,6 +11,7 @@
 //! priority: 10-14 ms a batch, and the next batches' copies in waited for
 //! the pools it frees.
 
+use super::chunk_order::Arrangement;
 use super::driver::gpu_err;
 use super::pools::Roles;
 use super::{codec, faults, CudaBackend, Pending};
@@ -135,16 +136,65 @@ impl CudaBackend {
         if let Some(reduced) = self.level1.as_ref().and_then(|l| l.reduced()) {
             s.wait(reduced, "compress")?;
         }
+        sl.arrangement = None;
         if let Some(c) = &mut self.compressor {
             let from = roles.filtered.unwrap_or(roles.tiles);
             let into = roles
                 .chunks
                 .ok_or_else(|| Error::Internal("a compressed batch without a chunk pool".into()))?;
-            c.enqueue(from, into, &pools, &self.kernels, s, "compress")?;
+            if c.codec.compresses() {
+                sl.arrangement = self.chunk_order.choose(chunks);
+            }
+            if let Some((smallest, largest)) = self.chunk_order.take_changed() {
+                // On this stream: the calls enqueued before read the
+                // rankings before they change.
+                let r = &c.rearranged;
+                r.orders[0].upload_async(smallest, s, "copying the chunk order")?;
+                r.orders[1].upload_async(largest, s, "copying the chunk order")?;
+                self.orders_copied.record(s, "copying the chunk order")?;
+            }
+            sl.compress_start.record(s, "compress")?;
+            let arrangement = sl.arrangement.unwrap_or(Arrangement::AsTiled);
+            c.enqueue(
+                from,
+                into,
+                arrangement,
+                &pools,
+                &self.kernels,
+                s,
+                "compress",
+            )?;
             c.statuses
                 .download_async(&mut sl.h_statuses.as_i32s_mut()[..chunks], s, "compress")?;
         }
         sl.compressed.record(s, "compress")
+    }
+
+    /// After a batch's compression: its timing to the chunk order, and
+    /// its chunk sizes when the order asks for them (from the shard
+    /// offsets: the size of tile `i` of epoch `k` is that of its position).
+    fn inform_chunk_order(&mut self, slot: usize, epochs: usize) -> Result<()> {
+        let sl = &mut self.slots[slot];
+        if let Some(a) = sl.arrangement.take() {
+            let seconds = sl
+                .compress_start
+                .seconds_until(&sl.compressed, "compress")?;
+            self.chunk_order.record(a, seconds);
+        }
+        let m = self.layout.tiles_per_epoch() as usize;
+        if !self.chunk_order.wants_sizes(epochs * m) {
+            return Ok(());
+        }
+        // The host's rankings may still be being copied to the device.
+        self.orders_copied.sync("copying the chunk order")?;
+        let len = self.layout.shard_major_len() as usize;
+        let offsets = sl.h_offsets.as_u64s();
+        let perm = &self.perm;
+        self.chunk_order.rank(|i| {
+            let at = (i / m) * len + perm[i % m] as usize;
+            offsets[at + 1] - offsets[at]
+        });
+        Ok(())
     }
 
     /// Compute stream, after the compression of the batch: aggregate by
@@ -263,7 +313,9 @@ impl CudaBackend {
                     format!("nvCOMP status {} on tile {bad}", statuses[bad]),
                 ));
             }
+            self.inform_chunk_order(p.slot, p.epochs)?;
         }
+        let sl = &mut self.slots[p.slot];
         let positions = p.epochs * len;
         let total = sl.h_offsets.as_u64s()[positions] as usize;
         let t = Instant::now();

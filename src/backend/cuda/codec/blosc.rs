@@ -96,6 +96,10 @@ impl GpuCodec for NvBlosc {
         }
     }
 
+    fn compresses(&self) -> bool {
+        !self.store_only
+    }
+
     unsafe fn before_compress(&self, p: &Pools, k: &Kernels, s: &Stream) -> Result<()> {
         if !self.filters() || p.tiles_filter != Filter::None {
             return Ok(());

@@ -101,6 +101,12 @@ pub trait GpuCodec: Send {
         Filter::None
     }
 
+    /// Whether the compress call runs (blosc at level 0 stores every chunk
+    /// as it is): only then may its chunks be taken in another order.
+    fn compresses(&self) -> bool {
+        true
+    }
+
     /// Enqueues what runs on the tiles before the compress call.
     ///
     /// # Safety

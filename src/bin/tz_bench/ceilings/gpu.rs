@@ -236,6 +236,12 @@ fn nvcomp(v: &Validated, plan: &Plan, tiles: &[u8]) -> Ceiling {
     } else {
         String::new()
     };
+    let orders = c
+        .by_arrangement
+        .iter()
+        .map(|(a, gbps)| format!("{a:?} {gbps:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut ceiling = from_timings(
         name,
         &c.timings,
@@ -245,8 +251,10 @@ fn nvcomp(v: &Validated, plan: &Plan, tiles: &[u8]) -> Ceiling {
              {} tiles of {tile_bytes} bytes of the stream's first {} epoch(s){repeats}, one \
              compress call as the GPU backend makes per batch{short}, tiles already on the \
              device, temp buffer ({} bytes) zeroed once; each call timed with CUDA events, \
-             best of {RUNS} after one warm-up call; ratio from the compressed sizes read back",
-            c.what, c.device_name, c.tiles, plan.epochs, c.temp_bytes
+             best of {RUNS} after one warm-up call in each order of the chunks the backend \
+             may take (ranked by the warm-up call's compressed sizes; GB/s {orders}), the \
+             fastest ({:?}) the ceiling; ratio from the compressed sizes read back",
+            c.what, c.device_name, c.tiles, plan.epochs, c.temp_bytes, c.arrangement
         ),
     );
     ceiling.compression_ratio = Some(bytes as f64 / c.compressed_bytes.max(1) as f64);
