@@ -389,7 +389,7 @@ pub fn nvcomp_codec(
         let mut h_sizes = vec![0u64; n];
         out_sizes.download_async(&mut h_sizes, &stream, "nvCOMP ceiling (sizes)")?;
         stream.sync("nvCOMP ceiling (sizes)")?;
-        let mut order = ChunkOrder::new(n)?;
+        let mut order = ChunkOrder::new(n, String::new())?;
         order.rank(|i| h_sizes[i]);
         let (smallest, largest) = order
             .take_changed()

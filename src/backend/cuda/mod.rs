@@ -268,7 +268,15 @@ impl CudaBackend {
             d_sizes: DeviceBuffer::new(chunks * 8, "chunk sizes")?,
             d_perm: DeviceBuffer::new(m * 8, "the shard permutation")?,
             perm,
-            chunk_order: ChunkOrder::new(chunks)?,
+            chunk_order: ChunkOrder::new(
+                chunks,
+                format!(
+                    "{:?} on device {}, {chunks} tiles of {} bytes",
+                    v.config.codec,
+                    v.config.device,
+                    layout.tile_bytes()
+                ),
+            )?,
             orders_copied: Event::new()?,
             slots,
             next_slot: 0,
