@@ -105,9 +105,17 @@ pub struct ChunkOrder {
     /// Batches of each arrangement enqueued and not yet timed.
     in_flight: [u32; 2],
     since_probe: u32,
+    /// What this stream last left in the process's memory.
+    remembered: Option<Arrangement>,
 }
 
 impl ChunkOrder {
+    /// Host bytes of the state for batches of `chunks` tiles (the two
+    /// rankings and their keys).
+    pub fn memory_bytes(chunks: usize) -> u64 {
+        chunks as u64 * (4 + 4 + 8)
+    }
+
     /// The state for batches of `chunks` tiles of a stream whose codec and
     /// batch shape `shape` names.
     pub fn new(chunks: usize, shape: String) -> Result<ChunkOrder> {
@@ -131,6 +139,7 @@ impl ChunkOrder {
             seconds,
             in_flight: [0; 2],
             since_probe: 0,
+            remembered: None,
         })
     }
 
@@ -177,7 +186,13 @@ impl ChunkOrder {
         let k = tried_index(a);
         self.in_flight[k] = self.in_flight[k].saturating_sub(1);
         self.seconds[k] = Some(seconds);
-        remember(&self.shape, TRIED[self.best()]);
+        // The process's memory changes only when the kept order does: no
+        // lock or allocation on every batch.
+        let best = TRIED[self.best()];
+        if self.remembered != Some(best) {
+            remember(&self.shape, best);
+            self.remembered = Some(best);
+        }
     }
 
     /// Whether the next full batch collected should hand its chunk sizes

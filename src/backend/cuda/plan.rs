@@ -120,9 +120,13 @@ pub(super) fn host_bytes(v: &Validated, z: &Sizes) -> (u64, u64) {
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
     let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes()) as u64;
     let assembler = crate::shard::ShardAssembler::memory_bytes(&v.layout, max_chunk);
-    // Offsets of the epochs in flight (three), the tables built once, and
-    // a batch too large for the page-locked output buffers.
-    let tables = 3 * (v.layout.shard_major_len() + 1) * 8 + 2 * z.chunks as u64 * 8;
+    // Offsets of the epochs in flight (three), the tables built once (the
+    // shard permutation's host copy and the chunk order's rankings among
+    // them), and a batch too large for the page-locked output buffers.
+    let tables = 3 * (v.layout.shard_major_len() + 1) * 8
+        + 2 * z.chunks as u64 * 8
+        + v.layout.tiles_per_epoch() * 8
+        + super::chunk_order::ChunkOrder::memory_bytes(z.chunks);
     let host = assembler
         .saturating_add(tables)
         .saturating_add(z.fallback_bytes as u64);
