@@ -113,8 +113,22 @@ pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8
             tiles[t..t + tile_bytes].fill(0);
         }
     }
+    // The tiles whose runs are whole (all but a clipped last one) take
+    // consecutive pieces of one stretch of the input row.
+    let count = task.count as usize;
+    let whole = if single || count == 0 {
+        count
+    } else {
+        let last = task.first_in_row + task.count - 1;
+        count - usize::from(extent(last) < run)
+    };
+    let piece = run * elem;
     task.plan.for_each_run(|src, dst| {
-        for k in 0..task.count as usize {
+        let from = (src as usize + task.first_in_row as usize * step) * elem;
+        let to = dst as usize * elem;
+        let stretch = &input[from..from + whole * piece];
+        scatter_pieces(stretch, piece, &mut tiles[to..], stride);
+        for k in whole..count {
             let j = task.first_in_row as usize + k;
             let n = extent(j as u64) * elem;
             let from = (src as usize + j * step) * elem;
@@ -122,4 +136,128 @@ pub fn gather_row(layout: &Layout, task: &RowTask, input: &[u8], tiles: &mut [u8
             tiles[to..to + n].copy_from_slice(&input[from..from + n]);
         }
     });
+}
+
+/// Copies the consecutive `piece`-byte pieces of `stretch` to `out`,
+/// `stride` bytes apart. A run of a tile is short (64 bytes for cam-32):
+/// a copy of a length known at compile time is a few vector moves, where
+/// one of a length known at run time is a call to `memcpy`, which cost
+/// as much as the copying.
+fn scatter_pieces(stretch: &[u8], piece: usize, out: &mut [u8], stride: usize) {
+    match piece {
+        16 => scatter_fixed::<16>(stretch, out, stride),
+        32 => scatter_fixed::<32>(stretch, out, stride),
+        64 => scatter_fixed::<64>(stretch, out, stride),
+        128 => scatter_fixed::<128>(stretch, out, stride),
+        256 => scatter_fixed::<256>(stretch, out, stride),
+        _ => {
+            for (k, p) in stretch.chunks_exact(piece.max(1)).enumerate() {
+                out[k * stride..k * stride + piece].copy_from_slice(p);
+            }
+        }
+    }
+}
+
+fn scatter_fixed<const N: usize>(stretch: &[u8], out: &mut [u8], stride: usize) {
+    for (k, p) in stretch.chunks_exact(N).enumerate() {
+        let to: &mut [u8; N] = (&mut out[k * stride..k * stride + N])
+            .try_into()
+            .expect("a slice of N bytes");
+        to.copy_from_slice(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Dim;
+    use proptest::prelude::*;
+
+    /// Tile `slot` of an epoch, element by element from the definitions:
+    /// element `w` of the tile is the input element at `t * tile + w`, or
+    /// zero past the array's edge.
+    fn naive_tile(layout: &Layout, input: &[u8], slot: u64) -> Vec<u8> {
+        let dims = layout.dims();
+        let rank = dims.len();
+        let elem = layout.elem_size();
+        let mut t = vec![0u64; rank];
+        layout.tile_coords(slot, &mut t[1..]);
+        let shape: Vec<u64> = dims.iter().map(|d| d.tile).collect();
+        let mut out = vec![0u8; layout.tile_bytes()];
+        for w in 0..layout.tile_elems() {
+            let (mut rest, mut src, mut stride, mut inside) = (w, 0u64, 1u64, true);
+            for d in (0..rank).rev() {
+                let x = t[d] * shape[d] + rest % shape[d];
+                rest /= shape[d];
+                // Dimension 0 within the epoch: all of its planes are there.
+                let size = if d == 0 { shape[0] } else { dims[d].size };
+                inside &= x < size;
+                src += x * stride;
+                stride *= size;
+            }
+            if inside {
+                let (s, o) = (src as usize * elem, w as usize * elem);
+                out[o..o + elem].copy_from_slice(&input[s..s + elem]);
+            }
+        }
+        out
+    }
+
+    fn case() -> impl Strategy<Value = (Vec<(u64, u64)>, usize, u64)> {
+        (
+            1usize..=4,
+            prop::sample::select(vec![1usize, 2, 4, 8]),
+            1u64..=5,
+        )
+            .prop_flat_map(|(rank, elem, tasks)| {
+                // Last tiles of 8 to 128 elements give runs of the copies
+                // specialized by length; others the general one.
+                let last_tile = prop_oneof![Just(8u64), Just(16), Just(32), Just(64), 1u64..40];
+                let inner = proptest::collection::vec((1u64..70, 1u64..6), rank.saturating_sub(2));
+                (
+                    inner,
+                    (1u64..200, last_tile),
+                    Just(elem),
+                    Just(tasks),
+                    1u64..4,
+                )
+                    .prop_map(move |(inner, last, elem, tasks, planes)| {
+                        let mut dims = vec![(0, planes)];
+                        dims.extend(inner);
+                        if rank > 1 {
+                            dims.push(last);
+                        } else {
+                            dims[0].1 = last.1;
+                        }
+                        (dims, elem, tasks)
+                    })
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn gather_matches_the_definition((dims, elem, max_tiles) in case()) {
+            let dims: Vec<Dim> = dims.iter().map(|&(s, t)| Dim::new(s, t, 1)).collect();
+            let layout = Layout::new(&dims, elem).unwrap();
+            let input: Vec<u8> = (0..layout.epoch_bytes())
+                .map(|i| (i * 131 + i / 251) as u8)
+                .collect();
+            let stride = scratch_stride(layout.tile_bytes());
+            for task in row_tasks(&layout, max_tiles).unwrap() {
+                // Stale bytes in the scratch, as a worker's reused one has.
+                let mut scratch = vec![0xa5u8; task.count as usize * stride];
+                gather_row(&layout, &task, &input, &mut scratch);
+                for k in 0..task.count {
+                    let slot = task.first_slot + k;
+                    let at = k as usize * stride;
+                    prop_assert_eq!(
+                        &scratch[at..at + layout.tile_bytes()],
+                        &naive_tile(&layout, &input, slot)[..],
+                        "tile {} of {:?}", slot, dims
+                    );
+                }
+            }
+        }
+    }
 }
