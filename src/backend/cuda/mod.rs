@@ -412,9 +412,19 @@ impl Backend for CudaBackend {
             first_epoch: job.first_epoch,
             epochs,
         });
-        // While this batch compresses, the previous one is copied out.
+        // While this batch compresses, the previous one is copied out, once
+        // this batch's compression has started. A copy out begun while the
+        // compute stream still waited for this batch's scatter held that
+        // stream until the copy ended (H100, zstd: 4.7 ms of each 75 ms
+        // batch; 7.16 GB/s without the wait, 7.58 with it).
         let collected = match previous {
-            Some(p) => self.collect(p, job.metrics, spare, done).map(|_| ()),
+            Some(p) => {
+                if self.compressor.is_some() {
+                    self.output
+                        .wait(&self.slots[slot].compress_start, "D2H copy")?;
+                }
+                self.collect(p, job.metrics, spare, done).map(|_| ())
+            }
             None => Ok(()),
         };
         self.enqueue_aggregate(slot, &roles, epochs)?;
