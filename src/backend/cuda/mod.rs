@@ -31,6 +31,7 @@ mod pools;
 mod pyramid;
 mod sizes;
 mod stages;
+mod timeline;
 
 use chunk_order::{Arrangement, ChunkOrder};
 use compressor::Rearranged;
@@ -124,6 +125,8 @@ struct Slot {
 /// the next call (or by `drain`).
 struct Pending {
     slot: usize,
+    /// The batch's number in the stream (for the timeline).
+    batch: u64,
     roles: Roles,
     first_epoch: u64,
     epochs: usize,
@@ -173,6 +176,8 @@ pub struct CudaBackend {
     output: Stream,
     /// Marks the end of a batch's D2H copy on the output stream.
     d2h_done: Event,
+    /// Each batch's steps, when `TZ_GPU_TIMELINE` asks for them.
+    timeline: Option<timeline::Timeline>,
     pub device_name: String,
     // Last: everything above is freed before the context goes.
     ctx: Context,
@@ -290,6 +295,7 @@ impl CudaBackend {
             compute: Stream::new_high_priority()?,
             output: Stream::new()?,
             d2h_done: Event::new()?,
+            timeline: timeline::Timeline::from_env(),
             device_name,
             layout,
             ctx,
@@ -369,6 +375,9 @@ impl Drop for CudaBackend {
         let _ = self.input.sync("shutdown");
         let _ = self.compute.sync("shutdown");
         let _ = self.output.sync("shutdown");
+        if let Some(t) = &self.timeline {
+            t.finish();
+        }
         if let Some(l) = &self.level1 {
             let _ = l.sync("shutdown");
         }
@@ -405,9 +414,11 @@ impl Backend for CudaBackend {
         let mut roles =
             self.enqueue_scatter(slot, &job.input[..epochs * epoch_bytes], epochs, job.level1)?;
         self.enqueue_compress(slot, &mut roles, epochs)?;
+        let batch = self.batches;
         self.batches += 1;
         let previous = self.pending.replace(Pending {
             slot,
+            batch,
             roles,
             first_epoch: job.first_epoch,
             epochs,
@@ -427,7 +438,7 @@ impl Backend for CudaBackend {
             }
             None => Ok(()),
         };
-        self.enqueue_aggregate(slot, &roles, epochs)?;
+        self.enqueue_aggregate(slot, batch, &roles, epochs)?;
         collected?;
         self.slots[slot].h2d_end.sync("H2D copy")
     }

@@ -14,6 +14,7 @@
 use super::chunk_order::Arrangement;
 use super::driver::gpu_err;
 use super::pools::Roles;
+use super::timeline::{mark, Step};
 use super::{codec, faults, CudaBackend, Pending};
 use crate::backend::Level1Job;
 use crate::error::{Error, Result};
@@ -58,15 +59,19 @@ impl CudaBackend {
         let s = &self.input;
         let sl = &self.slots[slot];
         let land = self.pools.take(s)?;
+        let batch = self.batches;
+        mark(&mut self.timeline, s, batch, Step::LandingReady);
         sl.h2d_start.record(s, "H2D copy")?;
         self.pools.buffer(land).upload_async(input, s, "H2D copy")?;
         sl.h2d_end.record(s, "H2D copy")?;
+        mark(&mut self.timeline, s, batch, Step::H2dDone);
         // Beside the scatter; the compute stream, which writes over the
         // landing pool next, waits for it (`enqueue_compress`).
         if let (Some(l1), Some(job)) = (&mut self.level1, level1) {
             l1.enqueue(&self.kernels, self.pools.buffer(land), &sl.h2d_end, job)?;
         }
         let tiles = self.pools.take(s)?;
+        mark(&mut self.timeline, s, batch, Step::TilesReady);
         let roles = self.pools.roles(land, tiles);
         if self.has_edges {
             self.pools.buffer(tiles).zero_async(
@@ -113,6 +118,7 @@ impl CudaBackend {
             c.enqueue_filter(&self.codec_pools(&roles, chunks), &self.kernels, s)?;
         }
         sl.scattered.record(s, "scatter")?;
+        mark(&mut self.timeline, s, batch, Step::Scattered);
         Ok(roles)
     }
 
@@ -136,6 +142,7 @@ impl CudaBackend {
         if let Some(reduced) = self.level1.as_ref().and_then(|l| l.reduced()) {
             s.wait(reduced, "compress")?;
         }
+        mark(&mut self.timeline, s, self.batches, Step::CompressGo);
         sl.arrangement = None;
         if let Some(c) = &mut self.compressor {
             let from = roles.filtered.unwrap_or(roles.tiles);
@@ -164,10 +171,13 @@ impl CudaBackend {
                 s,
                 "compress",
             )?;
+            mark(&mut self.timeline, s, self.batches, Step::NvcompDone);
             c.statuses
                 .download_async(&mut sl.h_statuses.as_i32s_mut()[..chunks], s, "compress")?;
         }
-        sl.compressed.record(s, "compress")
+        sl.compressed.record(s, "compress")?;
+        mark(&mut self.timeline, s, self.batches, Step::Compressed);
+        Ok(())
     }
 
     /// After a batch's compression: its timing to the chunk order, and
@@ -203,6 +213,7 @@ impl CudaBackend {
     pub(super) fn enqueue_aggregate(
         &mut self,
         slot: usize,
+        batch: u64,
         roles: &Roles,
         epochs: usize,
     ) -> Result<()> {
@@ -220,6 +231,7 @@ impl CudaBackend {
         let s = &self.compute;
         let sl = &mut self.slots[slot];
         let positions = epochs * len;
+        mark(&mut self.timeline, s, batch, Step::AggregateStart);
         sl.d_offsets
             .zero_async((positions + 1) * 8, s, "aggregate")?;
         let (mut sizes, mut perm, mut offsets, mut out) = (
@@ -283,6 +295,7 @@ impl CudaBackend {
             "D2H copy",
         )?;
         sl.offsets_ready.record(s, "aggregate")?;
+        mark(&mut self.timeline, s, batch, Step::AggregateEnd);
         for p in roles.before_aggregate() {
             self.pools.give_back(p, s)?;
         }
@@ -322,12 +335,14 @@ impl CudaBackend {
         let aggregated = self.pools.buffer(p.roles.aggregated);
         let shared = if total <= self.outputs.buffer_bytes() {
             let mut host = self.outputs.take()?;
+            mark(&mut self.timeline, &self.output, p.batch, Step::D2hStart);
             aggregated.download_async(
                 &mut host.as_mut_slice()[..total],
                 &self.output,
                 "D2H copy",
             )?;
             self.d2h_done.record(&self.output, "D2H copy")?;
+            mark(&mut self.timeline, &self.output, p.batch, Step::D2hEnd);
             self.d2h_done.sync("D2H copy")?;
             // The epochs share the page-locked buffer: a copy out of it on
             // the host would cost as much as the whole GPU round trip.
@@ -339,8 +354,10 @@ impl CudaBackend {
                 0u8,
                 "a batch's shard-major bytes, larger than the page-locked output buffers",
             )?;
+            mark(&mut self.timeline, &self.output, p.batch, Step::D2hStart);
             aggregated.download_async(&mut host, &self.output, "D2H copy")?;
             self.d2h_done.record(&self.output, "D2H copy")?;
+            mark(&mut self.timeline, &self.output, p.batch, Step::D2hEnd);
             self.d2h_done.sync("D2H copy")?;
             std::sync::Arc::new(host)
         };
