@@ -16,10 +16,11 @@
 //! ranking it compresses a batch in each order and keeps the faster,
 //! trying the other again every [`PROBE_EVERY`] batches with fresh sizes.
 //! As tiled never won by more than 1% (gzip), so it is not tried. The
-//! process remembers the order a stream kept for the next stream of the
-//! same codec and batch shape, which starts with it and tries the other
-//! only later: instrument software opens a stream per acquisition. Only
-//! full batches take part.
+//! process remembers the order a stream kept, and the sizes it ranked by,
+//! for the next stream of the same codec and batch shape, which starts
+//! ranked with that order and tries the other only later: instrument
+//! software opens a stream per acquisition, of the same camera. Only full
+//! batches take part.
 
 use crate::error::Result;
 use crate::memory::try_filled;
@@ -62,24 +63,51 @@ pub fn rearranged_batches() -> u64 {
     REARRANGED.load(Relaxed)
 }
 
-/// The arrangement the last stream of each shape kept (a few shapes).
-static KEPT: Mutex<Vec<(String, Arrangement)>> = Mutex::new(Vec::new());
-const KEPT_SHAPES: usize = 16;
-
-fn remember(shape: &str, a: Arrangement) {
-    let mut kept = KEPT.lock();
-    kept.retain(|(s, _)| s != shape);
-    if kept.len() >= KEPT_SHAPES {
-        kept.remove(0);
-    }
-    kept.push((shape.to_string(), a));
+/// What the last stream of a shape left: the arrangement it kept and
+/// the sizes it last ranked its tiles by.
+struct Kept {
+    shape: String,
+    arrangement: Option<Arrangement>,
+    keys: Vec<u64>,
 }
 
-fn recall(shape: &str) -> Option<Arrangement> {
-    KEPT.lock()
-        .iter()
-        .find(|(s, _)| s == shape)
-        .map(|(_, a)| *a)
+/// A few shapes' (at most 128 KiB of sizes each: a call has at most
+/// 16384 tiles).
+static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+const KEPT_SHAPES: usize = 16;
+
+/// `f` on the process's memory of `shape`, made when missing.
+fn remember(shape: &str, f: impl FnOnce(&mut Kept)) {
+    let mut kept = KEPT.lock();
+    let k = match kept.iter().position(|k| k.shape == shape) {
+        Some(k) => k,
+        None => {
+            if kept.len() >= KEPT_SHAPES {
+                kept.remove(0);
+            }
+            kept.push(Kept {
+                shape: shape.to_string(),
+                arrangement: None,
+                keys: Vec::new(),
+            });
+            kept.len() - 1
+        }
+    };
+    f(&mut kept[k]);
+}
+
+/// The arrangement the last stream of `shape` kept, and into `keys` (when
+/// as long) the sizes it ranked by; whether there were such sizes.
+fn recall(shape: &str, keys: &mut [u64]) -> (Option<Arrangement>, bool) {
+    let kept = KEPT.lock();
+    let Some(k) = kept.iter().find(|k| k.shape == shape) else {
+        return (None, false);
+    };
+    let sized = k.keys.len() == keys.len();
+    if sized {
+        keys.copy_from_slice(&k.keys);
+    }
+    (k.arrangement, sized)
 }
 
 pub struct ChunkOrder {
@@ -111,9 +139,9 @@ pub struct ChunkOrder {
 
 impl ChunkOrder {
     /// Host bytes of the state for batches of `chunks` tiles (the two
-    /// rankings and their keys).
+    /// rankings and their keys, and the keys the process keeps).
     pub fn memory_bytes(chunks: usize) -> u64 {
-        chunks as u64 * (4 + 4 + 8)
+        chunks as u64 * (4 + 4 + 8 + 8)
     }
 
     /// The state for batches of `chunks` tiles of a stream whose codec and
@@ -121,14 +149,15 @@ impl ChunkOrder {
     pub fn new(chunks: usize, shape: String) -> Result<ChunkOrder> {
         let mut ascending = try_filled(chunks, 0u32, "the chunk order")?;
         let mut descending = try_filled(chunks, 0u32, "the chunk order")?;
-        let keys = try_filled(chunks, 0u64, "the chunk order")?;
+        let mut keys = try_filled(chunks, 0u64, "the chunk order")?;
         ascending.clear();
         descending.clear();
         let mut seconds = [None; 2];
-        if let Some(kept) = recall(&shape) {
+        let (kept, sized) = recall(&shape, &mut keys);
+        if let Some(kept) = kept {
             seconds[1 - tried_index(kept)] = Some(f64::INFINITY);
         }
-        Ok(ChunkOrder {
+        let mut order = ChunkOrder {
             shape,
             chunks,
             ascending,
@@ -140,7 +169,13 @@ impl ChunkOrder {
             in_flight: [0; 2],
             since_probe: 0,
             remembered: None,
-        })
+        };
+        if sized {
+            // Ranked from the first batch on; its own sizes rank again.
+            order.sort_keys();
+            order.wants_sizes = true;
+        }
+        Ok(order)
     }
 
     /// The arrangement of the next batch, of `chunks` tiles. `None`: as
@@ -190,7 +225,7 @@ impl ChunkOrder {
         // lock or allocation on every batch.
         let best = TRIED[self.best()];
         if self.remembered != Some(best) {
-            remember(&self.shape, best);
+            remember(&self.shape, |k| k.arrangement = Some(best));
             self.remembered = Some(best);
         }
     }
@@ -207,6 +242,19 @@ impl ChunkOrder {
         for (i, k) in self.keys.iter_mut().enumerate() {
             *k = size_of(i);
         }
+        self.sort_keys();
+        let keys = &self.keys;
+        remember(&self.shape, |k| {
+            k.keys.clear();
+            // Without room the next stream starts unranked, as a first does.
+            if k.keys.try_reserve_exact(keys.len()).is_ok() {
+                k.keys.extend_from_slice(keys);
+            }
+        });
+    }
+
+    /// The rankings by `keys`.
+    fn sort_keys(&mut self) {
         let keys = &self.keys;
         self.ascending.clear();
         self.ascending.extend(0..self.chunks as u32);
@@ -308,9 +356,10 @@ mod tests {
         let first = run(&mut fresh("next stream"), 20, 1, cost);
         let second = run(&mut fresh("next stream"), 20, 1, cost);
         assert!(first.contains(&Some(SmallestFirst)), "{first:?}");
+        assert_eq!(first[0], None, "a first stream has no ranking yet");
         assert!(
-            second.iter().flatten().all(|a| *a == LargestFirst),
-            "tried again too soon: {second:?}"
+            second.iter().all(|a| *a == Some(LargestFirst)),
+            "unranked, or tried again too soon: {second:?}"
         );
         // Another shape knows nothing of it.
         let other = run(&mut fresh("another shape"), 20, 1, cost);
