@@ -57,6 +57,17 @@ impl Rearranged {
     }
 }
 
+/// One compress call of a batch: the tiles of batch pool `from` (filtered
+/// there by [`Compressor::enqueue_filter`] before) into the chunk slots of
+/// pool `into`, in the order `arrangement` names (its ranking copied to
+/// the device before).
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub from: usize,
+    pub into: usize,
+    pub arrangement: Arrangement,
+}
+
 impl Compressor {
     /// Enqueues the codec's filter of a batch on `s` (the input stream,
     /// after the scatter).
@@ -66,24 +77,24 @@ impl Compressor {
         unsafe { self.codec.before_compress(pools, kernels, s) }
     }
 
-    /// Enqueues one batch on `s`: the batched compress call over the first
-    /// `pools.chunks` tiles of batch pool `from` (filtered there by
-    /// [`Compressor::enqueue_filter`] before) into the chunk slots of pool
-    /// `into` (their sizes into `pools.sizes`), in the order `arrangement`
-    /// names (its ranking copied to the device before), and the codec's
-    /// framing. The temp buffer is cleared first when the shape differs
-    /// from the last call's: nvCOMP faults otherwise.
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues one batch on `s`: the batched compress call `call`
+    /// describes over the first `pools.chunks` tiles (their sizes into
+    /// `pools.sizes`), and the codec's framing. The temp buffer is cleared
+    /// first when the shape differs from the last call's: nvCOMP faults
+    /// otherwise.
     pub fn enqueue(
         &mut self,
-        from: usize,
-        into: usize,
-        arrangement: Arrangement,
+        call: Call,
         pools: &Pools,
         kernels: &Kernels,
         s: &Stream,
         stage: &'static str,
     ) -> Result<()> {
+        let Call {
+            from,
+            into,
+            arrangement,
+        } = call;
         let shape = (pools.chunks, pools.tile_bytes);
         if self.last_shape != Some(shape) {
             self.temp

@@ -320,15 +320,12 @@ impl CudaBackend {
         let Some(c) = &mut self.compressor else {
             return Ok(());
         };
-        c.enqueue(
-            0,
-            1,
-            Arrangement::AsTiled,
-            &pools,
-            &self.kernels,
-            s,
-            "warming up the compressor",
-        )?;
+        let call = compressor::Call {
+            from: 0,
+            into: 1,
+            arrangement: Arrangement::AsTiled,
+        };
+        c.enqueue(call, &pools, &self.kernels, s, "warming up the compressor")?;
         s.sync("warming up the compressor")
     }
 

@@ -12,6 +12,7 @@
 //! the pools it frees.
 
 use super::chunk_order::Arrangement;
+use super::compressor::Call;
 use super::driver::gpu_err;
 use super::pools::Roles;
 use super::timeline::{mark, Step};
@@ -161,16 +162,12 @@ impl CudaBackend {
                 self.orders_copied.record(s, "copying the chunk order")?;
             }
             sl.compress_start.record(s, "compress")?;
-            let arrangement = sl.arrangement.unwrap_or(Arrangement::AsTiled);
-            c.enqueue(
+            let call = Call {
                 from,
                 into,
-                arrangement,
-                &pools,
-                &self.kernels,
-                s,
-                "compress",
-            )?;
+                arrangement: sl.arrangement.unwrap_or(Arrangement::AsTiled),
+            };
+            c.enqueue(call, &pools, &self.kernels, s, "compress")?;
             mark(&mut self.timeline, s, self.batches, Step::NvcompDone);
             c.statuses
                 .download_async(&mut sl.h_statuses.as_i32s_mut()[..chunks], s, "compress")?;
