@@ -103,16 +103,12 @@ fi
 
 if wants codecs; then
 step "codec sweep: cam-32, GPU and CPU backend, shards discarded, ceilings"
-# Records are written under bench/results of the working directory.
-cd "$here"
-mkdir -p "$results/codecs"
+# One record per codec, in $results/codecs.
 sweep=zstd,gzip,blosc-zstd-byte,blosc-zstd-bit,blosc-zstd-noshuffle,blosc-lz4-byte,blosc-lz4-bit,blosc-zlib-byte,blosc-zlib-bit,none
 check "codecs-gpu" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
-    --codec "$sweep" --bytes "${TZ_CODEC_BYTES:-8GiB}" --reps 3
+    --codec "$sweep" --bytes "${TZ_CODEC_BYTES:-8GiB}" --reps 3 --results "$results/codecs"
 check "codecs-cpu" "$here/bin/tz-bench" --config cam-32 --backend cpu --sink discard \
-    --codec "${sweep%,none}" --bytes "${TZ_CODEC_CPU_BYTES:-2GiB}" --reps 2
-mv "$here"/bench/results/*.json "$results/codecs/" 2>/dev/null
-cd - >/dev/null
+    --codec "${sweep%,none}" --bytes "${TZ_CODEC_CPU_BYTES:-2GiB}" --reps 2 --results "$results/codecs"
 fi
 
 if wants fsync; then

@@ -50,7 +50,7 @@ fn bench(o: &Options) -> Result<ExitCode, String> {
     // now, not after minutes of measuring.
     match &o.out {
         Some(out) => record::check_file(out).map_err(|e| format!("--out: {e}"))?,
-        None => record::check_folder(&results_dir(&root))
+        None => record::check_folder(&results_dir(o, &root))
             .map_err(|e| format!("{e} (--out names another place for the record)"))?,
     }
     let (label, base) = protocol::load(&o.config)?;
@@ -345,7 +345,7 @@ fn measure(
             rec.backend.kind,
             o.sink.name()
         );
-        results_dir(root).join(name)
+        results_dir(o, root).join(name)
     });
     rec.write(&out)?;
     print!("{}", table::render(&rec));
@@ -354,8 +354,10 @@ fn measure(
 }
 
 /// Where records go without --out.
-fn results_dir(root: &std::path::Path) -> PathBuf {
-    root.join("bench/results")
+fn results_dir(o: &Options, root: &std::path::Path) -> PathBuf {
+    o.results
+        .clone()
+        .unwrap_or_else(|| root.join("bench/results"))
 }
 
 /// The folder the store's scratch folder went under (the disk measured).

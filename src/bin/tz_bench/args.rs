@@ -54,7 +54,11 @@ usage: tz-bench [options]
   --threads N               CPU worker threads, also used by the CPU ceiling
                             (default: one per core)
   --out RECORD.json         the JSON record (default
-                            bench/results/<date>-<config>-<backend>-<sink>.json)
+                            RESULTS/<date>-<config>-<backend>-<sink>.json)
+  --results DIR             the folder of records named by default, one per
+                            codec of a sweep (default RESULTS: bench/results
+                            of the source tree, or of the working directory
+                            where the binary runs outside one)
   --peers                   also run scripts/bench-peers.py on the same frames
   --python PATH             interpreter for the peers (default .venv/bin/python)
   --no-ceilings             skip the ceiling measurements
@@ -167,6 +171,8 @@ pub struct Options {
     pub multiscale: Option<u32>,
     pub method: Option<tiledzarr::config::Method>,
     pub out: Option<PathBuf>,
+    /// The folder of records named by default (`--results`).
+    pub results: Option<PathBuf>,
     pub peers: bool,
     pub python: Option<PathBuf>,
     pub ceilings: bool,
@@ -193,6 +199,7 @@ impl Default for Options {
             multiscale: None,
             method: None,
             out: None,
+            results: None,
             peers: false,
             python: None,
             ceilings: true,
@@ -268,6 +275,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                 o.method = Some(choice(&key, &value()?, &methods)?);
             }
             "--out" => o.out = Some(value()?.into()),
+            "--results" => o.results = Some(value()?.into()),
             "--peers" => o.peers = true,
             "--python" => o.python = Some(value()?.into()),
             "--no-ceilings" => o.ceilings = false,
@@ -285,7 +293,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
         return Err("--level has no meaning with --codec none".into());
     }
     if o.codecs.len() > 1 && o.out.is_some() {
-        return Err("--out names one record: a codec sweep writes one per codec".into());
+        return Err(
+            "--out names one record: a codec sweep writes one per codec (--results DIR names their folder)"
+                .into(),
+        );
+    }
+    if o.out.is_some() && o.results.is_some() {
+        return Err("--out and --results: name the record or its folder, not both".into());
     }
     Ok(Parsed::Run(Box::new(o)))
 }
@@ -382,6 +396,11 @@ mod tests {
         assert!(parse(a("--codec lz4")).is_err());
         assert!(parse(a("--codec blosc-lz4-zlib")).is_err());
         assert!(parse(a("--codec zstd,blosc-zstd-bit --out x.json")).is_err());
+        assert!(parse(a("--out x.json --results r")).is_err());
+        let Parsed::Run(o) = parse(a("--codec zstd,gzip --results r")).unwrap() else {
+            panic!("a run")
+        };
+        assert_eq!(o.results, Some(PathBuf::from("r")));
         let Parsed::Run(o) = parse(a("--codec zstd,gzip,blosc-lz4-bit,blosc-noshuffle")).unwrap()
         else {
             panic!("expected a run")

@@ -118,12 +118,16 @@ pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, Str
 }
 
 /// The repository root: the working directory when it holds the peer
-/// script, else the source tree this binary was built from.
+/// script, else the source tree this binary was built from where it is
+/// on this machine, else (a binary carried to another machine) the
+/// working directory.
 pub fn repo_root() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    if cwd.join("scripts/bench-peers.py").is_file() {
-        cwd
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let script = "scripts/bench-peers.py";
+    if !cwd.join(script).is_file() && built.join(script).is_file() {
+        built
     } else {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        cwd
     }
 }
