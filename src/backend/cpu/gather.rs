@@ -36,7 +36,7 @@ const INPUT_PAGE: usize = 4096;
 /// Tasks per worker thread an epoch keeps at least when its tasks grow
 /// past [`TASK_BYTES`]: the workers meet at the end of every epoch, and
 /// the fewer its tasks, the longer the others wait for the last ones (on
-/// 16 cores whole rows of cam-32 gained nothing; see the README).
+/// 16 cores whole rows of cam-32 gained nothing; see docs/performance-log.md).
 const TASKS_PER_THREAD: u64 = 16;
 
 /// Tiles one task of `threads` workers gathers and compresses.
