@@ -137,3 +137,17 @@ fn a_finished_streams_epoch_buffers_are_kept_and_released() {
     let freed = tiledzarr::release_cached_memory();
     assert!(freed >= kept, "{freed} of {kept} bytes freed");
 }
+
+#[test]
+fn a_timeout_too_long_to_reach_means_no_limit() {
+    // `Duration::MAX` (a natural "forever") lies past any clock reading:
+    // the wait has no deadline instead of overflowing the clock.
+    let config = Config::from_json(SMALL).unwrap();
+    let discard = |_: &Shard<'_>| -> tiledzarr::Result<()> { Ok(()) };
+    let mut s = Stream::new(&config, Some(Box::new(discard))).unwrap();
+    let data = [3u8; 32 * 8];
+    let far = std::time::Duration::MAX;
+    assert_eq!(s.write_blocking(&data, Some(far)).unwrap(), data.len());
+    let summary = s.finish().unwrap();
+    assert_eq!(summary.metrics.bytes_in, data.len() as u64);
+}

@@ -147,7 +147,9 @@ impl PyStream {
                     "timeout must be a non-negative number of seconds or None, not {t}"
                 )))
             }
-            t => t.map(Duration::from_secs_f64),
+            // Seconds past what a Duration holds (1e300) wait without a
+            // limit, as None does.
+            t => t.and_then(|t| Duration::try_from_secs_f64(t).ok()),
         };
         let bytes = buf.bytes();
         let n = self.detached(py, what, |s| s.write_blocking(bytes, limit))?;

@@ -286,8 +286,17 @@ def test_timeout_keeps_what_was_taken(store):
 
 def test_bad_timeout(store):
     with tiledzarr.Stream(config(store)) as s:
-        with pytest.raises(tiledzarr.InvalidArgumentError, match="timeout"):
-            s.write_all(b"ab", timeout=-1)
+        for bad in (-1, float("nan"), float("inf")):
+            with pytest.raises(tiledzarr.InvalidArgumentError, match="timeout"):
+                s.write_all(b"ab", timeout=bad)
+
+
+def test_a_timeout_too_long_for_the_clock_waits_without_a_limit(store):
+    # 1e300 s (or 1e19) lies past what the clock holds: no deadline, as None.
+    with tiledzarr.Stream(config(store)) as s:
+        assert s.write_all(b"ab", timeout=1e300) == 2
+        assert s.write_all(b"cd", timeout=1e19) == 2
+        assert s.metrics.bytes_in == 4
 
 
 def test_release_cached_memory_frees_everything_at_once():

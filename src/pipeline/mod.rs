@@ -111,10 +111,13 @@ impl Stream {
     }
 
     /// Writes all of `data`, waiting for staging memory as needed, at most
-    /// `timeout` (for ever with `None`). Returns the bytes taken: fewer than
+    /// `timeout` (for ever with `None`, or a timeout too long for the
+    /// clock, such as `Duration::MAX`). Returns the bytes taken: fewer than
     /// `data.len()` only when the timeout expired.
     pub fn write_blocking(&mut self, data: &[u8], timeout: Option<Duration>) -> Result<usize> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout past what the clock can represent (`Duration::MAX` for
+        // "forever") has no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let capacity = self.config.layout.array_bytes();
         let mut done = 0;
         loop {
