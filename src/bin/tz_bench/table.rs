@@ -204,12 +204,15 @@ fn codec_name(r: &Record) -> String {
 
 /// A codec sweep in one table: per codec, TiledZarr's ratio and GB/s, and
 /// each ceiling measured with it (the compressor alone on the same tiles,
-/// and on a GPU the H2D copy) with the fraction of it reached.
+/// and on a GPU the H2D copy) with the fraction of it reached, best
+/// against best, and median against median where both runs have one (on a
+/// machine whose speed drifts, the best of many short ceiling runs and
+/// the best of a few long stream runs come from different moments).
 pub fn sweep(records: &[Record]) -> String {
     let mut t = String::new();
     let header = format!(
         "{:<34} {:>7} {:>7} {:>9}  {}",
-        "codec (backend)", "ratio", "GB/s", "ceilings", "(GB/s, TZ / ceiling)"
+        "codec (backend)", "ratio", "GB/s", "ceilings", "(GB/s, TZ / ceiling: best, median)"
     );
     let _ = writeln!(t, "{header}");
     let _ = writeln!(t, "{}", "-".repeat(header.len() + 10));
@@ -223,7 +226,17 @@ pub fn sweep(records: &[Record]) -> String {
                 let ratio = c
                     .compression_ratio
                     .map_or(String::new(), |x| format!(", {x:.2}x"));
-                Some(format!("{} {g:.2}{ratio} ({:.2})", c.name, f.best_gbps / g))
+                let medians = c
+                    .median_gbps
+                    .filter(|&m| m > 0.0)
+                    .map_or(String::new(), |m| {
+                        format!(", median {:.2}", f.median_gbps / m)
+                    });
+                Some(format!(
+                    "{} {g:.2}{ratio} ({:.2}{medians})",
+                    c.name,
+                    f.best_gbps / g
+                ))
             })
             .collect();
         let _ = writeln!(
