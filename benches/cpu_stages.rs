@@ -80,7 +80,16 @@ fn stages(c: &mut Criterion) {
         shuffle: Shuffle::Byte,
         cname: Cname::Zstd,
     };
-    for (name, codec) in [("zstd1", codec), ("blosc-zstd1-shuffle", blosc)] {
+    let blosc_lz4 = Codec::Blosc {
+        level: 1,
+        shuffle: Shuffle::Byte,
+        cname: Cname::Lz4,
+    };
+    for (name, codec) in [
+        ("zstd1", codec),
+        ("blosc-zstd1-shuffle", blosc),
+        ("blosc-lz4-1-shuffle", blosc_lz4),
+    ] {
         g.bench_function(format!("{name}/one-thread"), |b| {
             let mut z = ChunkCompressor::new(codec, 2).unwrap();
             let mut out = Vec::new();
