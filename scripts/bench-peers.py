@@ -4,6 +4,7 @@ into a sharded Zarr v3 store.
 
     bench-peers.py --raw FILE --dtype uint16 --frame-shape 2048,2048 --frames N \\
         --chunk 32,32,32 --shard 32,512,512 --level 1 --out-dir DIR --reps 3 \\
+        [--codec zstd|blosc|gzip] [--cname zstd|lz4|zlib] [--shuffle byte|bit|none] \\
         [--json OUT.json] [--peers acquire-zarr-blosc,acquire-zarr-zstd,tensorstore] \\
         [--no-verify] [--generate]
 
@@ -18,13 +19,22 @@ starts and is reported separately. Nothing is fsync'ed inside the timed region,
 for any peer; os.sync() runs before each rep so that no rep pays for the
 write-back of the one before.
 
+The codec (--codec, level L) is the one the stream under comparison writes:
+zstd (default), blosc (--cname and --shuffle; typesize the element size,
+c-blosc's block size) or gzip. A peer that cannot write it is skipped with a
+note.
+
 Peers:
-  acquire-zarr-blosc  acquire-zarr, Blosc1 + zstd level L, byte shuffle, frame by frame
+  acquire-zarr-blosc  acquire-zarr, Blosc1 level L, frame by frame: with --codec zstd,
+                      zstd inside and a byte shuffle (acquire-zarr's usual setting);
+                      with --codec blosc, the given cname (zstd or lz4; acquire-zarr
+                      has no zlib) and shuffle
   acquire-zarr-zstd   acquire-zarr, plain zstd level L (no shuffle), frame by frame;
-                      skipped with a note when the installed acquire-zarr lacks it
-  tensorstore         tensorstore zarr3 driver, sharding_indexed with bytes(little)+zstd L
-                      inside and bytes+crc32c index, one write per shard-row slab
-                      (dimension 0 extent of a shard), all writes in flight at once
+                      --codec zstd only; skipped with a note when the installed
+                      acquire-zarr lacks it
+  tensorstore         tensorstore zarr3 driver, sharding_indexed with bytes(little) and
+                      the codec inside and bytes+crc32c index, one write per shard-row
+                      slab (dimension 0 extent of a shard), all writes in flight at once
   tensorstore-frames  same codecs, one write per frame inside one transaction per
                       shard-row, committed when the row is complete (streaming use)
 
@@ -50,6 +60,10 @@ import numpy as np
 
 ALL_PEERS = ("acquire-zarr-blosc", "acquire-zarr-zstd", "tensorstore", "tensorstore-frames")
 DEFAULT_PEERS = ("acquire-zarr-blosc", "acquire-zarr-zstd", "tensorstore")
+CODECS = ("zstd", "blosc", "gzip")
+CNAMES = ("zstd", "lz4", "zlib")
+# The shuffle: acquire-zarr's number for it and the Zarr v3 blosc codec's name.
+SHUFFLES = {"none": (0, "noshuffle"), "byte": (1, "shuffle"), "bit": (2, "bitshuffle")}
 DTYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
           "float32", "float64")
 
@@ -78,7 +92,13 @@ def parse_args(argv):
     p.add_argument("--frames", required=True, type=int, help="number of frames N")
     p.add_argument("--chunk", required=True, help="chunk (tile) shape, full rank, e.g. 32,32,32")
     p.add_argument("--shard", required=True, help="shard shape in elements, full rank, e.g. 32,512,512")
-    p.add_argument("--level", type=int, default=1, help="zstd level (default 1)")
+    p.add_argument("--level", type=int, default=1, help="the codec's level (default 1)")
+    p.add_argument("--codec", default="zstd", choices=CODECS,
+                   help="what the peers write (default zstd)")
+    p.add_argument("--cname", default="zstd", choices=CNAMES,
+                   help="blosc's compressor (--codec blosc; default zstd)")
+    p.add_argument("--shuffle", default="byte", choices=tuple(SHUFFLES),
+                   help="blosc's shuffle (--codec blosc; default byte)")
     p.add_argument("--out-dir", required=True, help="where the stores are written")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", help="write the results as JSON here")
@@ -107,7 +127,16 @@ def parse_args(argv):
         p.error("--shard %s must be a whole multiple of --chunk %s" % (a.shard, a.chunk))
     if a.frames <= 0 or a.reps <= 0:
         p.error("--frames and --reps must be positive")
+    if a.codec != "blosc" and (a.cname, a.shuffle) != ("zstd", "byte"):
+        p.error("--cname and --shuffle are blosc's: give --codec blosc")
     return a
+
+
+def codec_words(a):
+    """The codec in words, for notes and the heading."""
+    if a.codec == "blosc":
+        return "blosc %s level %d, %s shuffle" % (a.cname, a.level, a.shuffle)
+    return "%s level %d" % (a.codec, a.level)
 
 
 # --------------------------------------------------------------------------- data
@@ -180,6 +209,8 @@ class AcquireZarrPeer:
         self.name = name
         self.a = a
         self.version = importlib.metadata.version("acquire-zarr")
+        if a.codec == "gzip" or (name == "acquire-zarr-zstd" and a.codec != "zstd"):
+            raise Skip("acquire-zarr %s: %s writes no %s" % (self.version, name, codec_words(a)))
         if name == "acquire-zarr-zstd":
             if not (hasattr(az.Compressor, "ZSTD") and hasattr(az.CompressionCodec, "ZSTD")):
                 raise Skip("acquire-zarr %s has no plain zstd compressor (only Blosc); skipped"
@@ -189,10 +220,15 @@ class AcquireZarrPeer:
                 level=a.level, shuffle=0)
             self.notes = "acquire-zarr %s, plain zstd level %d, no shuffle" % (self.version, a.level)
         else:
+            cname, shuffle = (a.cname, a.shuffle) if a.codec == "blosc" else ("zstd", "byte")
+            inner = getattr(az.CompressionCodec, "BLOSC_" + cname.upper(), None)
+            if inner is None:
+                raise Skip("acquire-zarr %s has no blosc %s" % (self.version, cname))
             self.compression = az.CompressionSettings(
-                compressor=az.Compressor.BLOSC1, codec=az.CompressionCodec.BLOSC_ZSTD,
-                level=a.level, shuffle=1)
-            self.notes = "acquire-zarr %s, blosc1 zstd level %d, byte shuffle" % (self.version, a.level)
+                compressor=az.Compressor.BLOSC1, codec=inner,
+                level=a.level, shuffle=SHUFFLES[shuffle][0])
+            self.notes = "acquire-zarr %s, blosc1 %s level %d, %s shuffle" % (
+                self.version, cname, a.level, shuffle)
         self.notes += ", one append per frame, max_threads=%s" % (a.threads or "auto")
         try:
             az.set_log_level(az.LogLevel.ERROR)
@@ -245,8 +281,18 @@ class TensorstorePeer:
         how = ("one write per frame, a transaction per shard-row committed when full"
                if self.per_frame else
                "one write per shard-row slab of %d frames, all in flight, then awaited" % a.shard[0])
-        self.notes = ("tensorstore %s zarr3, sharding_indexed(bytes little + zstd %d; index bytes + crc32c), %s; "
-                      "array created with its final shape" % (self.version, a.level, how))
+        self.notes = ("tensorstore %s zarr3, sharding_indexed(bytes little + %s; index bytes + crc32c), %s; "
+                      "array created with its final shape" % (self.version, codec_words(a), how))
+
+    def inner_codec(self):
+        a = self.a
+        if a.codec == "gzip":
+            return {"name": "gzip", "configuration": {"level": a.level}}
+        if a.codec == "blosc":
+            return {"name": "blosc", "configuration": {
+                "cname": a.cname, "clevel": a.level, "shuffle": SHUFFLES[a.shuffle][1],
+                "typesize": np.dtype(a.dtype).itemsize, "blocksize": 0}}
+        return {"name": "zstd", "configuration": {"level": a.level, "checksum": False}}
 
     def spec(self, path):
         a = self.a
@@ -267,7 +313,7 @@ class TensorstorePeer:
                         "chunk_shape": list(a.chunk),
                         "codecs": [
                             {"name": "bytes", "configuration": {"endian": "little"}},
-                            {"name": "zstd", "configuration": {"level": a.level, "checksum": False}},
+                            self.inner_codec(),
                         ],
                         "index_codecs": [
                             {"name": "bytes", "configuration": {"endian": "little"}},
@@ -350,7 +396,8 @@ def main(argv=None):
     cfg = {
         "raw": os.path.abspath(a.raw), "dtype": a.dtype, "frame_shape": list(a.frame_shape),
         "frames": a.frames, "array_shape": list(frames.shape), "chunk": list(a.chunk),
-        "shard": list(a.shard), "level": a.level, "reps": a.reps, "input_bytes": in_bytes,
+        "shard": list(a.shard), "level": a.level, "codec": codec_words(a),
+        "reps": a.reps, "input_bytes": in_bytes,
         "out_dir": os.path.abspath(a.out_dir), "verify": a.verify,
         "acquire_zarr_threads": a.threads or "auto", "cpus": os.cpu_count(),
         "python": platform.python_version(), "machine": platform.machine(),
@@ -362,9 +409,9 @@ def main(argv=None):
             cfg["versions"][pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             cfg["versions"][pkg] = None
-    print("input: %d frames of %s %s = %.3f GB; chunk %s shard %s; zstd level %d; %d reps"
+    print("input: %d frames of %s %s = %.3f GB; chunk %s shard %s; %s; %d reps"
           % (a.frames, "x".join(map(str, a.frame_shape)), a.dtype, in_bytes / 1e9,
-             ",".join(map(str, a.chunk)), ",".join(map(str, a.shard)), a.level, a.reps),
+             ",".join(map(str, a.chunk)), ",".join(map(str, a.shard)), codec_words(a), a.reps),
           flush=True)
     if cfg["loadavg_start"][0] > 0.5 * (os.cpu_count() or 1):
         print("note: load average %.2f on %d cpus before starting; timings will be noisy"

@@ -60,6 +60,7 @@ usage: tz-bench [options]
                             of the source tree, or of the working directory
                             where the binary runs outside one)
   --peers                   also run scripts/bench-peers.py on the same frames
+                            and codec (acquire-zarr, tensorstore)
   --python PATH             interpreter for the peers (default .venv/bin/python)
   --no-ceilings             skip the ceiling measurements
   -h, --help                this text

@@ -1,5 +1,6 @@
 //! Peers: `scripts/bench-peers.py` (acquire-zarr, tensorstore) on the same
-//! frames, shapes and level, writing to the same disk. Its JSON `peers`
+//! frames, shapes, codec and level, writing to the same disk (a peer that
+//! cannot write the codec is listed as skipped). Its JSON `peers`
 //! list is merged into the record unchanged.
 
 use super::data::Frames;
@@ -24,15 +25,42 @@ pub struct Request<'a> {
     pub threads: Option<u32>,
 }
 
+/// The peer script's arguments for the stream's codec (a blosc level is
+/// the peers' blosc clevel as well); None for codec none, which no peer
+/// writes.
+fn codec_args(codec: Codec) -> Option<Vec<String>> {
+    let (words, level) = match codec {
+        Codec::None => return None,
+        Codec::Zstd { level } => (vec!["--codec", "zstd"], level),
+        Codec::Gzip { level } => (vec!["--codec", "gzip"], level),
+        Codec::Blosc {
+            level,
+            shuffle,
+            cname,
+        } => {
+            let cname = match cname {
+                Cname::Zstd => "zstd",
+                Cname::Lz4 => "lz4",
+                Cname::Zlib => "zlib",
+            };
+            let shuffle = match shuffle {
+                Shuffle::Byte => "byte",
+                Shuffle::Bit => "bit",
+                Shuffle::None => "none",
+            };
+            let words = ["--codec", "blosc", "--cname", cname, "--shuffle", shuffle];
+            (words.to_vec(), level)
+        }
+    };
+    let mut args: Vec<String> = words.into_iter().map(String::from).collect();
+    args.extend(["--level".to_string(), level.to_string()]);
+    Some(args)
+}
+
 /// Why the peers cannot write this configuration, if they cannot.
 pub fn unsupported(v: &Validated) -> Option<String> {
-    let zstd_inside = match v.config.codec {
-        Codec::Zstd { .. } => true,
-        Codec::Blosc { cname, shuffle, .. } => cname == Cname::Zstd && shuffle == Shuffle::Byte,
-        Codec::None | Codec::Gzip { .. } => false,
-    };
-    if !zstd_inside {
-        return Some("the peer script only writes zstd and blosc-zstd with byte shuffle".into());
+    if codec_args(v.config.codec).is_none() {
+        return Some("the peers write compressed stores only".into());
     }
     let dtypes = [
         "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32",
@@ -70,11 +98,7 @@ pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, Str
         .map_err(|e| format!("writing {}: {e}", raw.display()))?;
     let json = req.work.join("peers.json");
     let out_dir = req.work.join("peers");
-    let level = match v.config.codec {
-        // A blosc stream's level is acquire-zarr's blosc clevel as well.
-        Codec::Zstd { level } | Codec::Blosc { level, .. } => level,
-        Codec::None | Codec::Gzip { .. } => unreachable!("checked by unsupported()"),
-    };
+    let codec = codec_args(v.config.codec).ok_or("codec none: no peer to run")?;
     let shape = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     let mut cmd = Command::new(&python);
     cmd.arg(&script)
@@ -85,7 +109,7 @@ pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, Str
         .args(["--frames", &n.to_string()])
         .args(["--chunk", &shape(&v.layout.tile_shape())])
         .args(["--shard", &shape(&v.layout.shard_shape())])
-        .args(["--level", &level.to_string()])
+        .args(&codec)
         .arg("--out-dir")
         .arg(&out_dir)
         .args(["--reps", &req.reps.to_string()])
@@ -129,5 +153,36 @@ pub fn repo_root() -> PathBuf {
         built
     } else {
         cwd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(codec: Codec) -> Option<String> {
+        codec_args(codec).map(|a| a.join(" "))
+    }
+
+    #[test]
+    fn the_script_is_told_the_streams_codec() {
+        assert_eq!(
+            args(Codec::Zstd { level: 3 }).as_deref(),
+            Some("--codec zstd --level 3")
+        );
+        assert_eq!(
+            args(Codec::Gzip { level: 1 }).as_deref(),
+            Some("--codec gzip --level 1")
+        );
+        let blosc = Codec::Blosc {
+            level: 5,
+            shuffle: Shuffle::Bit,
+            cname: Cname::Lz4,
+        };
+        assert_eq!(
+            args(blosc).as_deref(),
+            Some("--codec blosc --cname lz4 --shuffle bit --level 5")
+        );
+        assert_eq!(args(Codec::None), None);
     }
 }
