@@ -11,6 +11,7 @@
 //! an earlier store's own files, a failed create removes what it made, and a
 //! store folder that vanishes or is replaced poisons the stream.
 
+mod flusher;
 mod lock;
 mod ownership;
 mod recover;
@@ -23,6 +24,7 @@ use crate::config::Validated;
 use crate::error::{Error, Result};
 use crate::metadata::{self, Document};
 use crate::shard::Shard;
+use flusher::Flusher;
 use lock::StoreLock;
 use std::fs;
 use std::io::Write;
@@ -46,6 +48,8 @@ pub struct FsStore {
     /// means the folder was replaced.
     identity: (u64, u64),
     fsync: bool,
+    /// With `fsync`: flushes shard files on threads of its own.
+    flusher: Option<Flusher>,
     config: Validated,
     /// Each level's dimension-0 extent last written to its `zarr.json`.
     planes_written: Vec<u64>,
@@ -120,6 +124,7 @@ impl FsStore {
             root: root.to_path_buf(),
             identity: (meta.dev(), meta.ino()),
             fsync,
+            flusher: if fsync { Some(Flusher::new()?) } else { None },
             config: v.clone(),
             planes_written: planes.clone(),
             attributes: Arc::new(SharedAttributes::new(v.image.attributes.clone())),
@@ -174,6 +179,18 @@ impl FsStore {
             self.write_document(&doc)?;
         }
         Ok(())
+    }
+
+    /// Waits until the shards handed to the flush threads are on the
+    /// disk, their folders flushed; a failure because the store folder
+    /// went away meanwhile says so.
+    fn wait_for_shards(&self) -> Result<()> {
+        if let Some(flusher) = &self.flusher {
+            flusher
+                .wait()
+                .map_err(|e| self.check_folder().err().unwrap_or(e))?;
+        }
+        self.check_folder()
     }
 
     /// The store folder must still be the one created: writing on into a
@@ -234,7 +251,11 @@ impl ShardSink for FsStore {
         }
         let folder = self.create_shard_folder(&key);
         key.push(file.to_string());
-        let written = folder.and_then(|()| write_atomically(&key, &shard.parts(), self.fsync));
+        let written = folder.and_then(|()| match &self.flusher {
+            Some(flusher) => write_temporary(&key, &shard.parts())
+                .and_then(|(file, tmp)| flusher.submit(file, tmp, key.clone())),
+            None => write_atomically(&key, &shard.parts(), self.fsync),
+        });
         self.key = key;
         // A failure because the folder went away meanwhile says so; a
         // shard that landed in a folder put in the store's place is taken
@@ -256,6 +277,8 @@ impl ShardSink for FsStore {
     }
 
     fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
+        // The row's shards are on the disk before the extent covers them.
+        self.wait_for_shards()?;
         if self.config.image.levels[level as usize].is_unbounded() {
             self.update_metadata(level, planes)?;
         }
@@ -263,6 +286,7 @@ impl ShardSink for FsStore {
     }
 
     fn finish(&mut self, planes: &[u64]) -> Result<()> {
+        self.wait_for_shards()?;
         for (k, &p) in planes.iter().enumerate() {
             let p = if self.config.image.levels[k].is_unbounded() {
                 p
@@ -279,28 +303,41 @@ impl ShardSink for FsStore {
 /// with `fsync`, the file's bytes and then its folder's entry reach the
 /// disk before this returns.
 fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = PathBuf::from(tmp);
-    let write = || -> std::io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
-        for p in parts {
-            f.write_all(p)?;
+    let (f, tmp) = write_temporary(path, parts)?;
+    if fsync {
+        SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = f.sync_all() {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io("writing", path, e));
         }
-        if fsync {
-            SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
-            f.sync_all()?;
-        }
-        Ok(())
-    };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io("writing", path, e));
     }
+    drop(f);
     fs::rename(&tmp, path).map_err(|e| Error::io("renaming into place", path, e))?;
     match path.parent() {
         Some(folder) if fsync => sync_folder(folder),
         _ => Ok(()),
+    }
+}
+
+/// Writes `parts` to a temporary file beside `path` (`path.partial`),
+/// removed again on failure; the open file and its path.
+fn write_temporary(path: &Path, parts: &[&[u8]]) -> Result<(fs::File, PathBuf)> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<fs::File> {
+        let mut f = fs::File::create(&tmp)?;
+        for p in parts {
+            f.write_all(p)?;
+        }
+        Ok(f)
+    };
+    match write() {
+        Ok(f) => Ok((f, tmp)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(Error::io("writing", path, e))
+        }
     }
 }
 
