@@ -327,9 +327,10 @@ pub struct Store {
     #[serde(default)]
     pub overwrite: bool,
     /// Flush each shard file and `zarr.json`, and their folder, to the disk
-    /// before the shard counts as written (on the delivery thread: writes
-    /// never wait for it). Off trades durability for speed. (An object store
-    /// has its object complete when its upload returns.)
+    /// before the shard counts as written (on the store's flush threads and
+    /// the delivery thread: writes never wait for it). Off trades
+    /// durability for speed. (An object store has its object complete when
+    /// its upload returns.)
     #[serde(default = "yes")]
     pub fsync: bool,
 }
