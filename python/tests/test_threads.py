@@ -27,10 +27,13 @@ class Counter(threading.Thread):
 
 
 def test_a_second_thread_runs_while_flush_blocks(tmp_path):
-    # A backlog that takes a while to compress: 18 MiB of noisy frames on
-    # one worker thread, into a store flushed to the disk (seconds here).
+    # A backlog that takes a while to compress whatever the disk does:
+    # 18 MiB of noisy frames at zstd level 15 on one worker thread (0.7 s
+    # on the development machine; 0.08 s at level 1, too little for the
+    # check below once the store flushed its files on several threads).
     data = frames(64, (384, 384))
     c = config(tmp_path / "a.zarr", y=384, x=384, threads=1, staging_bytes=64 << 20)
+    c["codec"] = {"name": "zstd", "level": 15}
     c["store"]["fsync"] = True
     with tiledzarr.Stream(c) as s:
         s.append(data)
