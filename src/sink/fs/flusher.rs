@@ -11,14 +11,14 @@
 //! the end of each shard row, waits for them all and flushes each folder
 //! they were renamed into once.
 
-use super::{sync_folder, SYNC_CALLS};
+use super::{put_in_place, sync_folder};
 use crate::error::{Error, Result};
+use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Threads that flush files; a cam-32 shard row is 16 files.
@@ -79,7 +79,7 @@ impl Flusher {
     /// file's failure is returned here first, and this one is not taken.
     pub fn submit(&self, file: fs::File, tmp: PathBuf, path: PathBuf) -> Result<()> {
         {
-            let mut s = lock(&self.state);
+            let mut s = self.state.0.lock();
             if let Some(e) = s.error.take() {
                 // Kept for `wait` as well: the stream must not count on it.
                 s.error = Some(Error::Internal(format!("an earlier shard failed: {e}")));
@@ -95,7 +95,7 @@ impl Flusher {
             return Ok(());
         }
         // No thread takes jobs any more (they all ended): a fault of ours.
-        let mut s = lock(&self.state);
+        let mut s = self.state.0.lock();
         s.in_flight -= 1;
         if let Some(Err(e)) = sent {
             let _ = fs::remove_file(&e.0.tmp);
@@ -109,9 +109,9 @@ impl Flusher {
     pub fn wait(&self) -> Result<()> {
         let (error, folders) = {
             let (mutex, ended) = &*self.state;
-            let mut s = lock_mutex(mutex);
+            let mut s = mutex.lock();
             while s.in_flight > 0 {
-                s = ended.wait(s).unwrap_or_else(|p| p.into_inner());
+                ended.wait(&mut s);
             }
             (s.error.take(), std::mem::take(&mut s.folders))
         };
@@ -134,20 +134,10 @@ impl Drop for Flusher {
     }
 }
 
-fn lock(state: &Shared) -> MutexGuard<'_, State> {
-    lock_mutex(&state.0)
-}
-
-/// A thread that panicked while holding the lock left the state whole
-/// (every update is a single assignment): go on with it.
-fn lock_mutex<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// A flush thread: takes jobs until the store lets go of the queue.
 fn run(queue: &Mutex<Receiver<Job>>, state: &Shared) {
     loop {
-        let job = match lock_mutex(queue).recv() {
+        let job = match queue.lock().recv() {
             Ok(job) => job,
             Err(_) => return,
         };
@@ -155,7 +145,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared) {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flush(job)))
             .unwrap_or_else(|_| Err(Error::Internal("a store flush thread panicked".into())));
         let (mutex, ended) = &**state;
-        let mut s = lock_mutex(mutex);
+        let mut s = mutex.lock();
         match result {
             Ok(folder) => {
                 if let Some(f) = folder {
@@ -173,17 +163,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared) {
 
 /// Flushes a job's file and renames it into place; the folder it went to.
 fn flush(job: Job) -> Result<Option<PathBuf>> {
-    SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
-    let synced = job.file.sync_all();
-    drop(job.file);
-    if let Err(e) = synced {
-        let _ = fs::remove_file(&job.tmp);
-        return Err(Error::io("writing", &job.path, e));
-    }
-    if let Err(e) = fs::rename(&job.tmp, &job.path) {
-        let _ = fs::remove_file(&job.tmp);
-        return Err(Error::io("renaming into place", &job.path, e));
-    }
+    put_in_place(job.file, &job.tmp, &job.path, true)?;
     Ok(job.path.parent().map(Path::to_path_buf))
 }
 
@@ -248,7 +228,7 @@ mod tests {
             .submit(f, tmp, dir.path().join("gone").join("a"))
             .unwrap();
         // Let the first job end before the next is handed on.
-        while lock(&flusher.state).in_flight > 0 {
+        while flusher.state.0.lock().in_flight > 0 {
             std::thread::yield_now();
         }
         let (f, tmp, path) = written(dir.path(), "b", b"next");

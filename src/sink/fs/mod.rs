@@ -304,19 +304,33 @@ impl ShardSink for FsStore {
 /// disk before this returns.
 fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
     let (f, tmp) = write_temporary(path, parts)?;
-    if fsync {
-        SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = f.sync_all() {
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::io("writing", path, e));
-        }
-    }
-    drop(f);
-    fs::rename(&tmp, path).map_err(|e| Error::io("renaming into place", path, e))?;
+    put_in_place(f, &tmp, path, fsync)?;
     match path.parent() {
         Some(folder) if fsync => sync_folder(folder),
         _ => Ok(()),
     }
+}
+
+/// Renames the temporary file `tmp` (open as `file`) to `path`, with
+/// `fsync` after flushing its bytes to the disk; on failure the temporary
+/// file is removed.
+fn put_in_place(file: fs::File, tmp: &Path, path: &Path, fsync: bool) -> Result<()> {
+    let synced = if fsync {
+        SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
+        file.sync_all()
+    } else {
+        Ok(())
+    };
+    drop(file);
+    let placed = synced
+        .map_err(|e| Error::io("writing", path, e))
+        .and_then(|()| {
+            fs::rename(tmp, path).map_err(|e| Error::io("renaming into place", path, e))
+        });
+    if placed.is_err() {
+        let _ = fs::remove_file(tmp);
+    }
+    placed
 }
 
 /// Writes `parts` to a temporary file beside `path` (`path.partial`),
