@@ -248,6 +248,17 @@ pub enum Shuffle {
     None,
 }
 
+impl Shuffle {
+    /// The configuration's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shuffle::Byte => "byte",
+            Shuffle::Bit => "bit",
+            Shuffle::None => "none",
+        }
+    }
+}
+
 /// The compressor inside each blosc frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -259,6 +270,17 @@ pub enum Cname {
     Lz4,
     /// zlib (deflate with its header and checksum).
     Zlib,
+}
+
+impl Cname {
+    /// The configuration's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cname::Zstd => "zstd",
+            Cname::Lz4 => "lz4",
+            Cname::Zlib => "zlib",
+        }
+    }
 }
 
 fn one_i32() -> i32 {

@@ -351,6 +351,14 @@ mod tests {
             let c = parse(&format!(r#"{{"name": "blosc", "cname": "{name}"}}"#));
             assert!(matches!(c.codec, Codec::Blosc { cname: got, .. } if got == cname));
             assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+            assert_eq!(cname.name(), name);
+        }
+        for shuffle in [Shuffle::Byte, Shuffle::Bit, Shuffle::None] {
+            let c = parse(&format!(
+                r#"{{"name": "blosc", "shuffle": "{}"}}"#,
+                shuffle.name()
+            ));
+            assert!(matches!(c.codec, Codec::Blosc { shuffle: got, .. } if got == shuffle));
         }
     }
 

@@ -7,7 +7,7 @@ use super::data::Frames;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use tiledzarr::config::{Cname, Codec, Shuffle, Validated};
+use tiledzarr::config::{Codec, Validated};
 
 pub struct Outcome {
     /// The script's `peers` list: name, best_gbps, median_gbps, ratio, ...
@@ -38,17 +38,14 @@ fn codec_args(codec: Codec) -> Option<Vec<String>> {
             shuffle,
             cname,
         } => {
-            let cname = match cname {
-                Cname::Zstd => "zstd",
-                Cname::Lz4 => "lz4",
-                Cname::Zlib => "zlib",
-            };
-            let shuffle = match shuffle {
-                Shuffle::Byte => "byte",
-                Shuffle::Bit => "bit",
-                Shuffle::None => "none",
-            };
-            let words = ["--codec", "blosc", "--cname", cname, "--shuffle", shuffle];
+            let words = [
+                "--codec",
+                "blosc",
+                "--cname",
+                cname.name(),
+                "--shuffle",
+                shuffle.name(),
+            ];
             (words.to_vec(), level)
         }
     };
@@ -159,6 +156,7 @@ pub fn repo_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tiledzarr::config::{Cname, Shuffle};
 
     fn args(codec: Codec) -> Option<String> {
         codec_args(codec).map(|a| a.join(" "))
