@@ -194,6 +194,26 @@ impl DeviceBuffer {
         unsafe { result::memcpy_htod_async(self.ptr, src, stream.0) }.map_err(|e| gpu_err(stage, e))
     }
 
+    /// Copies `src` to `offset` bytes into this buffer, ordered on
+    /// `stream`; `src` must stay untouched until the stream has passed
+    /// this point.
+    pub fn upload_at_async(
+        &self,
+        offset: usize,
+        src: &[u8],
+        stream: &Stream,
+        stage: &'static str,
+    ) -> Result<(), Error> {
+        assert!(offset
+            .checked_add(src.len())
+            .is_some_and(|end| end <= self.bytes));
+        // SAFETY: the range lies inside this allocation (checked); the
+        // caller keeps `src` alive and unchanged until the stream has
+        // passed the copy.
+        unsafe { result::memcpy_htod_async(self.ptr + offset as u64, src, stream.0) }
+            .map_err(|e| gpu_err(stage, e))
+    }
+
     /// Copies the start of this buffer into `dst`, ordered on `stream`;
     /// `dst` is valid once the stream is synchronised.
     pub fn download_async<T>(

@@ -13,6 +13,8 @@ const H2D: &str = "h2d-pinned";
 /// Without compression the stream's bytes cross PCIe both ways at once.
 const DUPLEX: &str = "pcie-duplex";
 const HOST_COPY: &str = "host-copy";
+/// The write path's copy into page-locked memory and the H2D copy, together.
+const COPY_H2D: &str = "copy-h2d";
 /// Thread counts and methods the host-copy notes compare.
 const COPY_SWEEP: [usize; 6] = [1, 4, 8, 12, 14, 16];
 
@@ -71,6 +73,10 @@ pub fn measure(
                     &format!("frames copied into page-locked memory; {why}"),
                 ),
                 Ceiling::absent(
+                    COPY_H2D,
+                    &format!("frames copied into page-locked memory and to the device; {why}"),
+                ),
+                Ceiling::absent(
                     &nvcomp_name(v),
                     &format!("nvCOMP's compressor alone on the same tiles; {why}"),
                 ),
@@ -80,6 +86,7 @@ pub fn measure(
     let mut out = vec![
         h2d(&plan),
         host_copy(&plan, frames),
+        copy_h2d(&plan, frames),
         nvcomp(v, &plan, tiles),
     ];
     if v.config.codec == Codec::None {
@@ -114,6 +121,10 @@ pub fn skipped(v: &Validated) -> Vec<Ceiling> {
         Ceiling::absent(
             HOST_COPY,
             "not measured (--no-ceilings); frames copied into page-locked memory",
+        ),
+        Ceiling::absent(
+            COPY_H2D,
+            "not measured (--no-ceilings); frames copied into page-locked memory and to the device",
         ),
         Ceiling::absent(
             &nvcomp_name(v),
@@ -193,6 +204,51 @@ fn host_copy(plan: &Plan, frames: &Frames) -> Ceiling {
              memory as tz_write copies them: streaming stores on {threads} threads, host wall \
              clock, best of {RUNS} after one untimed fill; best GB/s by method and threads: {}",
             frames.frame_bytes(),
+            sweep.join(", ")
+        ),
+    )
+}
+
+/// The write path's host work together: the frames copied into
+/// page-locked memory as `tz_write` copies them and each sent to the
+/// device once in, through a ring as large as a staging buffer (the
+/// figure); the notes add smaller rings, which stay in the processor's
+/// cache, and plain `memcpy`.
+fn copy_h2d(plan: &Plan, frames: &Frames) -> Ceiling {
+    let threads = tiledzarr::pipeline::copy_threads(BackendKind::Gpu);
+    let pool = frames.pool_frames().max(1);
+    let frame = |i: u64| frames.frame(i % pool);
+    let time = |how, ring| {
+        cc::host_copy_then_h2d(plan.device, H2D_BYTES, &frame, threads, how, ring, RUNS)
+    };
+    let t = match time(cc::HostCopy::Streaming, H2D_BYTES / 2) {
+        Ok(t) => t,
+        Err(e) => {
+            return Ceiling::absent(
+                COPY_H2D,
+                &format!("frames copied into page-locked memory and on to the device failed: {e}"),
+            )
+        }
+    };
+    let mut sweep = Vec::new();
+    for how in [cc::HostCopy::Streaming, cc::HostCopy::Memcpy] {
+        for mib in [512, 128, 64, 32, 16] {
+            let gbps = time(how, mib << 20).map_or(f64::NAN, |t| t.best_gbps());
+            sweep.push(format!("{how:?} ring {mib} MiB: {gbps:.1}"));
+        }
+    }
+    from_timings(
+        COPY_H2D,
+        &t,
+        t.bytes,
+        format!(
+            "the stream's frames ({} bytes each) copied into a ring of {} bytes of page-locked \
+             memory as tz_write copies them (streaming stores on {threads} threads), each frame \
+             sent to the device (cuMemcpyHtoDAsync) once in and its place reused once sent; host \
+             wall clock to the last transfer's end, best of {RUNS} after one untimed round; best \
+             GB/s by method and ring: {}",
+            frames.frame_bytes(),
+            H2D_BYTES / 2,
             sweep.join(", ")
         ),
     )

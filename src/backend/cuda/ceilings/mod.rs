@@ -174,69 +174,10 @@ fn timed_rounds(
     (0..reps).map(|_| round(stage)).collect()
 }
 
-/// How the host-copy ceiling copies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostCopy {
-    /// `memcpy` (`copy_from_slice`).
-    Memcpy,
-    /// Non-temporal stores, as the write path copies into pinned staging.
-    Streaming,
-}
-
-/// Times copying `bytes` of ordinary (pageable) frames into page-locked
-/// memory the way the write path fills a staging buffer: one frame after
-/// another (`frame(i)`, cycling as the stream does), each split over
-/// `threads` threads. One untimed fill, then `reps` timed ones (host wall
-/// clock: no GPU work is involved).
-pub fn host_to_pinned<'a>(
-    device: u32,
-    bytes: usize,
-    frame: &dyn Fn(u64) -> &'a [u8],
-    threads: usize,
-    how: HostCopy,
-    reps: usize,
-) -> Result<Timings> {
-    let frame_bytes = frame(0).len();
-    if bytes == 0 || frame_bytes == 0 || reps == 0 || threads == 0 {
-        return Err(Error::InvalidArgument(
-            "the host-copy ceiling needs bytes, frames, threads and at least one run".into(),
-        ));
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
-    let copy: fn(&mut [u8], &[u8]) = match how {
-        HostCopy::Memcpy => <[u8]>::copy_from_slice,
-        HostCopy::Streaming => super::copy_streaming,
-    };
-    guarded("the host-copy ceiling", || {
-        driver::driver_present().map_err(Error::BackendUnavailable)?;
-        let ctx = Context::new(device)?;
-        let mut host = PinnedBuffer::new(&ctx, bytes)?;
-        let mut fill = |next: &mut u64| {
-            for dst in host.as_mut_slice().chunks_mut(frame_bytes) {
-                let src = frame(*next);
-                crate::memory::parallel_copy(&pool, dst, &src[..dst.len()], copy);
-                *next += 1;
-            }
-        };
-        let mut next = 0;
-        fill(&mut next);
-        let mut seconds = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            let t = std::time::Instant::now();
-            fill(&mut next);
-            seconds.push(t.elapsed().as_secs_f64());
-        }
-        Ok(Timings {
-            seconds,
-            bytes: bytes as u64,
-        })
-    })
-}
+mod host_copy;
 
 pub use super::codec::nvcomp_compressor;
+pub use host_copy::{host_copy_then_h2d, host_to_pinned, HostCopy};
 
 /// Times the nvCOMP compressor of `codec` over `tiles` (back to back,
 /// `tile_bytes` each, of elements of `elem_size` bytes) as the GPU backend
