@@ -15,6 +15,22 @@ pub enum HostCopy {
     Streaming,
 }
 
+/// A copy from `src` into `dst`, of equal lengths.
+type CopyFn = fn(&mut [u8], &[u8]);
+
+/// The copy threads and the copy function of `how`.
+fn copier(threads: usize, how: HostCopy) -> Result<(rayon::ThreadPool, CopyFn)> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
+    let copy: CopyFn = match how {
+        HostCopy::Memcpy => <[u8]>::copy_from_slice,
+        HostCopy::Streaming => crate::backend::cuda::copy_streaming,
+    };
+    Ok((pool, copy))
+}
+
 /// Times copying `bytes` of ordinary (pageable) frames into page-locked
 /// memory the way the write path fills a staging buffer: one frame after
 /// another (`frame(i)`, cycling as the stream does), each split over
@@ -34,14 +50,7 @@ pub fn host_to_pinned<'a>(
             "the host-copy ceiling needs bytes, frames, threads and at least one run".into(),
         ));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
-    let copy: fn(&mut [u8], &[u8]) = match how {
-        HostCopy::Memcpy => <[u8]>::copy_from_slice,
-        HostCopy::Streaming => crate::backend::cuda::copy_streaming,
-    };
+    let (pool, copy) = copier(threads, how)?;
     guarded("the host-copy ceiling", || {
         driver::driver_present().map_err(Error::BackendUnavailable)?;
         let ctx = Context::new(device)?;
@@ -96,14 +105,7 @@ pub fn host_copy_then_h2d<'a>(
             "the copy-and-H2D ceiling needs two frames of ring, a frame, threads and a run".into(),
         ));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
-    let copy: fn(&mut [u8], &[u8]) = match how {
-        HostCopy::Memcpy => <[u8]>::copy_from_slice,
-        HostCopy::Streaming => crate::backend::cuda::copy_streaming,
-    };
+    let (pool, copy) = copier(threads, how)?;
     let frames = bytes / frame_bytes;
     guarded("the copy-and-H2D ceiling", || {
         driver::driver_present().map_err(Error::BackendUnavailable)?;
