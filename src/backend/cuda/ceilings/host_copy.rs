@@ -77,12 +77,25 @@ pub fn host_to_pinned<'a>(
     })
 }
 
+/// The page-locked ring of [`host_copy_then_h2d`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    /// How the frames are copied into it.
+    pub how: HostCopy,
+    /// Its size: whole frames, at least two.
+    pub bytes: usize,
+    /// Whether each frame also comes back from the device into page-locked
+    /// memory of the run's size once it is there, as a stream without
+    /// compression sends its bytes back.
+    pub copy_back: bool,
+}
+
 /// Times the write path's two host-side steps together, as a stream
 /// through `tz_write` runs them: the frames copied into page-locked memory
 /// (one frame after another, each split over `threads` threads, as in
 /// [`host_to_pinned`]) and each frame sent on to the device
 /// (`cuMemcpyHtoDAsync`) as soon as it is in. The page-locked memory is a
-/// ring of `ring_bytes` (whole frames): a frame's place is written again
+/// ring of `ring.bytes` (whole frames): a frame's place is written again
 /// once its copy to the device has finished. One untimed round, then
 /// `reps` timed ones of `bytes` each (host wall clock, from the first copy
 /// until the last transfer has finished). With a ring as large as the
@@ -94,24 +107,27 @@ pub fn host_copy_then_h2d<'a>(
     bytes: usize,
     frame: &dyn Fn(u64) -> &'a [u8],
     threads: usize,
-    how: HostCopy,
-    ring_bytes: usize,
+    ring: Ring,
     reps: usize,
 ) -> Result<Timings> {
     let frame_bytes = frame(0).len();
-    let slots = ring_bytes / frame_bytes.max(1);
+    let slots = ring.bytes / frame_bytes.max(1);
     if bytes < frame_bytes || frame_bytes == 0 || reps == 0 || threads == 0 || slots < 2 {
         return Err(Error::InvalidArgument(
             "the copy-and-H2D ceiling needs two frames of ring, a frame, threads and a run".into(),
         ));
     }
-    let (pool, copy) = copier(threads, how)?;
+    let (pool, copy) = copier(threads, ring.how)?;
     let frames = bytes / frame_bytes;
     guarded("the copy-and-H2D ceiling", || {
         driver::driver_present().map_err(Error::BackendUnavailable)?;
         let ctx = Context::new(device)?;
-        let stream = Stream::new()?;
-        let mut ring = PinnedBuffer::new(&ctx, slots * frame_bytes)?;
+        let (up, down) = (Stream::new()?, Stream::new()?);
+        let mut staging = PinnedBuffer::new(&ctx, slots * frame_bytes)?;
+        let mut back = match ring.copy_back {
+            true => Some(PinnedBuffer::new(&ctx, frames * frame_bytes)?),
+            false => None,
+        };
         let dev = DeviceBuffer::new(frames * frame_bytes, "the copy-and-H2D ceiling")?;
         let sent: Vec<Event> = (0..slots).map(|_| Event::new()).collect::<Result<_>>()?;
         let mut used = vec![false; slots];
@@ -124,14 +140,21 @@ pub fn host_copy_then_h2d<'a>(
                 if used[slot] {
                     sent[slot].sync(stage)?;
                 }
-                let dst = &mut ring.as_mut_slice()[slot * frame_bytes..(slot + 1) * frame_bytes];
+                let at = slot * frame_bytes;
+                let dst = &mut staging.as_mut_slice()[at..at + frame_bytes];
                 crate::memory::parallel_copy(&pool, dst, frame(next), copy);
                 next += 1;
-                dev.upload_at_async(i * frame_bytes, dst, &stream, stage)?;
-                sent[slot].record(&stream, stage)?;
+                dev.upload_at_async(i * frame_bytes, dst, &up, stage)?;
+                sent[slot].record(&up, stage)?;
                 used[slot] = true;
+                if let Some(back) = &mut back {
+                    down.wait(&sent[slot], stage)?;
+                    let out = &mut back.as_mut_slice()[i * frame_bytes..(i + 1) * frame_bytes];
+                    dev.download_at_async(i * frame_bytes, out, &down, stage)?;
+                }
             }
-            stream.sync(stage)?;
+            up.sync(stage)?;
+            down.sync(stage)?;
             Ok(t.elapsed().as_secs_f64())
         };
         round()?;
@@ -151,9 +174,14 @@ mod tests {
     fn bad_arguments_fail_before_touching_a_gpu() {
         let frame = [7u8; 64];
         let f = |_: u64| &frame[..];
-        let one_frame_ring = host_copy_then_h2d(0, 1 << 10, &f, 2, HostCopy::Memcpy, 64, 1);
+        let ring = |bytes| Ring {
+            how: HostCopy::Memcpy,
+            bytes,
+            copy_back: true,
+        };
+        let one_frame_ring = host_copy_then_h2d(0, 1 << 10, &f, 2, ring(64), 1);
         assert!(matches!(one_frame_ring, Err(Error::InvalidArgument(_))));
-        let no_runs = host_copy_then_h2d(0, 1 << 10, &f, 2, HostCopy::Memcpy, 256, 0);
+        let no_runs = host_copy_then_h2d(0, 1 << 10, &f, 2, ring(256), 0);
         assert!(matches!(no_runs, Err(Error::InvalidArgument(_))));
         let no_threads = host_to_pinned(0, 1 << 10, &f, 0, HostCopy::Streaming, 1);
         assert!(matches!(no_threads, Err(Error::InvalidArgument(_))));

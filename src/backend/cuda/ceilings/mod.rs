@@ -177,7 +177,7 @@ fn timed_rounds(
 mod host_copy;
 
 pub use super::codec::nvcomp_compressor;
-pub use host_copy::{host_copy_then_h2d, host_to_pinned, HostCopy};
+pub use host_copy::{host_copy_then_h2d, host_to_pinned, HostCopy, Ring};
 
 /// Times the nvCOMP compressor of `codec` over `tiles` (back to back,
 /// `tile_bytes` each, of elements of `elem_size` bytes) as the GPU backend

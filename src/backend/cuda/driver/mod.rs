@@ -214,6 +214,26 @@ impl DeviceBuffer {
             .map_err(|e| gpu_err(stage, e))
     }
 
+    /// Copies `dst.len()` bytes from `offset` bytes into this buffer into
+    /// `dst`, ordered on `stream`; `dst` is valid once the stream has
+    /// passed this point.
+    pub fn download_at_async(
+        &self,
+        offset: usize,
+        dst: &mut [u8],
+        stream: &Stream,
+        stage: &'static str,
+    ) -> Result<(), Error> {
+        assert!(offset
+            .checked_add(dst.len())
+            .is_some_and(|end| end <= self.bytes));
+        // SAFETY: the source range lies inside this allocation (checked);
+        // the caller keeps `dst` alive and does not read it until the
+        // stream has passed the copy.
+        unsafe { result::memcpy_dtoh_async(dst, self.ptr + offset as u64, stream.0) }
+            .map_err(|e| gpu_err(stage, e))
+    }
+
     /// Copies the start of this buffer into `dst`, ordered on `stream`;
     /// `dst` is valid once the stream is synchronised.
     pub fn download_async<T>(
