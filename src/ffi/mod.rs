@@ -10,6 +10,7 @@
 
 mod callback_sink;
 mod convert;
+mod creation;
 mod guard;
 mod metrics;
 mod options;
@@ -27,7 +28,7 @@ use crate::error::Error;
 use crate::pipeline::{Lease, Stream, StreamStats};
 use crate::sink::ShardSink;
 use crate::Config;
-use callback_sink::CallbackSink;
+use creation::{backend_code, config_of, create, create_image_impl, estimate, estimate_image_impl};
 use guard::{guard, record, ErrorSlot};
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_void};
@@ -52,30 +53,6 @@ struct Open {
 
 fn status_of(e: &Error) -> i32 {
     tz_status::from(e) as i32
-}
-
-fn create(
-    config: Result<Config, Error>,
-    sink: tz_shard_sink_fn,
-    sink_user_data: *mut c_void,
-    out: *mut *mut tz_stream,
-) -> Result<i32, Error> {
-    let id = guard::next_stream_id();
-    let sink =
-        CallbackSink::new(sink, sink_user_data, id).map(|s| Box::new(s) as Box<dyn ShardSink>);
-    let stream = Stream::new(&config?, sink)?;
-    let handle = Box::new(tz_stream {
-        id,
-        stats: stream.stats(),
-        stream: Mutex::new(Open {
-            lease: None,
-            stream,
-        }),
-        errors: ErrorSlot::default(),
-    });
-    // SAFETY: `out` was checked non-NULL by the caller of this function.
-    unsafe { *out = Box::into_raw(handle) };
-    Ok(tz_status::TZ_OK as i32)
 }
 
 /// Fills `config` with the defaults: uint16, zstd level 1, backend auto,
@@ -128,17 +105,6 @@ pub extern "C" fn tz_image_init(image: *mut tz_image) -> i32 {
     })
 }
 
-/// The configuration of `config` and `image` (NULL: none), converted.
-///
-/// # Safety
-/// `config` is non-NULL and valid; `image` is NULL or a valid tz_image.
-unsafe fn config_of(config: &tz_config, image: *const tz_image) -> Result<Config, Error> {
-    // SAFETY: the caller's tz_image is NULL or valid (see tz_image docs).
-    let image = unsafe { convert::image_from_c(image) }?;
-    // SAFETY: the caller's tz_config and tz_image are valid.
-    unsafe { convert::config_from_c(config, image.as_ref()) }
-}
-
 /// Creates a stream from a `tz_config`. On success `*out` holds the stream;
 /// on failure it is NULL and `tz_last_error()` says why.
 #[no_mangle]
@@ -157,26 +123,6 @@ pub extern "C" fn tz_create_image(
     out: *mut *mut tz_stream,
 ) -> i32 {
     create_image_impl("tz_create_image", config, image, out)
-}
-
-fn create_image_impl(
-    what: &str,
-    config: *const tz_config,
-    image: *const tz_image,
-    out: *mut *mut tz_stream,
-) -> i32 {
-    guard(what, None, status_of, || {
-        if out.is_null() {
-            return Err(Error::NullArgument("out"));
-        }
-        // SAFETY: non-NULL, points to the caller's `tz_stream*`.
-        unsafe { *out = std::ptr::null_mut() };
-        // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
-        let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
-        // SAFETY: the caller's tz_config and tz_image are valid (see their docs).
-        let cfg = unsafe { config_of(c, image) };
-        create(cfg, c.sink, c.sink_user_data, out)
-    })
 }
 
 /// Creates a stream from the JSON configuration (see README), with an
@@ -202,30 +148,6 @@ pub extern "C" fn tz_create_json(
     })
 }
 
-fn backend_code(kind: crate::backend::BackendKind) -> u32 {
-    match kind {
-        crate::backend::BackendKind::Cpu => tz_backend::TZ_BACKEND_CPU as u32,
-        crate::backend::BackendKind::Gpu => tz_backend::TZ_BACKEND_GPU as u32,
-    }
-}
-
-fn estimate(config: Result<Config, Error>, out: *mut tz_memory_plan) -> Result<i32, Error> {
-    if out.is_null() {
-        return Err(Error::NullArgument("out"));
-    }
-    let v = config?.validate()?;
-    let (kind, plan) = crate::backend::estimate(&v)?;
-    let p = tz_memory_plan {
-        device_bytes: plan.device_bytes,
-        pinned_bytes: plan.pinned_bytes,
-        host_bytes: plan.host_bytes,
-        backend: backend_code(kind),
-    };
-    // SAFETY: non-NULL (checked); the caller provides a writable tz_memory_plan.
-    unsafe { out.write(p) };
-    Ok(tz_status::TZ_OK as i32)
-}
-
 /// The memory a stream of this configuration would take and the backend it
 /// would run on, computed without creating it (nothing is allocated; the
 /// GPU is asked for nothing but nvCOMP's sizes). A stream created from the
@@ -244,20 +166,6 @@ pub extern "C" fn tz_estimate_memory_image(
     out: *mut tz_memory_plan,
 ) -> i32 {
     estimate_image_impl("tz_estimate_memory_image", config, image, out)
-}
-
-fn estimate_image_impl(
-    what: &str,
-    config: *const tz_config,
-    image: *const tz_image,
-    out: *mut tz_memory_plan,
-) -> i32 {
-    guard(what, None, status_of, || {
-        // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
-        let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
-        // SAFETY: the caller's tz_config and tz_image are valid (see their docs).
-        estimate(unsafe { config_of(c, image) }, out)
-    })
 }
 
 /// tz_estimate_memory for the JSON form of the configuration.
