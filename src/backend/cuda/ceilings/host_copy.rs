@@ -130,14 +130,15 @@ pub fn host_copy_then_h2d<'a>(
         };
         let dev = DeviceBuffer::new(frames * frame_bytes, "the copy-and-H2D ceiling")?;
         let sent: Vec<Event> = (0..slots).map(|_| Event::new()).collect::<Result<_>>()?;
-        let mut used = vec![false; slots];
         let stage = "copy-and-H2D ceiling";
         let mut next = 0u64;
         let mut round = || -> Result<f64> {
             let t = std::time::Instant::now();
             for i in 0..frames {
                 let slot = i % slots;
-                if used[slot] {
+                // Each round ends with every transfer done: a place waits
+                // only for its transfer earlier in the same round.
+                if i >= slots {
                     sent[slot].sync(stage)?;
                 }
                 let at = slot * frame_bytes;
@@ -146,7 +147,6 @@ pub fn host_copy_then_h2d<'a>(
                 next += 1;
                 dev.upload_at_async(i * frame_bytes, dst, &up, stage)?;
                 sent[slot].record(&up, stage)?;
-                used[slot] = true;
                 if let Some(back) = &mut back {
                     down.wait(&sent[slot], stage)?;
                     let out = &mut back.as_mut_slice()[i * frame_bytes..(i + 1) * frame_bytes];
@@ -157,8 +157,12 @@ pub fn host_copy_then_h2d<'a>(
             down.sync(stage)?;
             Ok(t.elapsed().as_secs_f64())
         };
-        round()?;
-        let seconds = (0..reps).map(|_| round()).collect::<Result<Vec<_>>>()?;
+        let timed = round().and_then(|_| (0..reps).map(|_| round()).collect::<Result<Vec<_>>>());
+        if timed.is_err() {
+            // Nothing is freed while a transfer may still read or write it.
+            let _ = (up.sync(stage), down.sync(stage));
+        }
+        let seconds = timed?;
         Ok(Timings {
             seconds,
             bytes: (frames * frame_bytes) as u64,

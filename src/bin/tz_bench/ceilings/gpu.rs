@@ -15,6 +15,8 @@ const DUPLEX: &str = "pcie-duplex";
 const HOST_COPY: &str = "host-copy";
 /// The write path's copy into page-locked memory and the H2D copy, together.
 const COPY_H2D: &str = "copy-h2d";
+/// The ring of the copy-h2d figure: a staging buffer's size.
+const COPY_H2D_RING_MIB: usize = 512;
 /// Thread counts and methods the host-copy notes compare.
 const COPY_SWEEP: [usize; 6] = [1, 4, 8, 12, 14, 16];
 
@@ -226,7 +228,7 @@ fn copy_h2d(plan: &Plan, frames: &Frames, codec: Codec) -> Ceiling {
         };
         cc::host_copy_then_h2d(plan.device, H2D_BYTES, &frame, threads, ring, RUNS)
     };
-    let t = match time(cc::HostCopy::Streaming, H2D_BYTES >> 21, false) {
+    let t = match time(cc::HostCopy::Streaming, COPY_H2D_RING_MIB, false) {
         Ok(t) => t,
         Err(e) => {
             return Ceiling::absent(
@@ -257,13 +259,12 @@ fn copy_h2d(plan: &Plan, frames: &Frames, codec: Codec) -> Ceiling {
         &t,
         t.bytes,
         format!(
-            "the stream's frames ({} bytes each) copied into a ring of {} bytes of page-locked \
+            "the stream's frames ({} bytes each) copied into a ring of {COPY_H2D_RING_MIB} MiB of page-locked \
              memory as tz_write copies them (streaming stores on {threads} threads), each frame \
              sent to the device (cuMemcpyHtoDAsync) once in and its place reused once sent; host \
              wall clock to the last transfer's end, best of {RUNS} after one untimed round; best \
              GB/s by method and ring: {}",
             frames.frame_bytes(),
-            H2D_BYTES / 2,
             sweep.join(", ")
         ),
     )
