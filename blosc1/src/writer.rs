@@ -97,17 +97,31 @@ impl Writer {
 
     /// Replaces `out` with the Blosc1 frame of `input`.
     pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+        out.clear();
+        self.compress_append(input, out).map(|_| ())
+    }
+
+    /// Appends the Blosc1 frame of `input` to `out`; returns its length.
+    /// What `out` held before stays as it was, also on an error.
+    pub fn compress_append(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Error> {
+        let base = out.len();
+        self.frame_at(input, out, base).inspect_err(|_| out.truncate(base))?;
+        Ok(out.len() - base)
+    }
+
+    /// Writes the frame of `input` after `out[..base]`.
+    fn frame_at(&mut self, input: &[u8], out: &mut Vec<u8>, base: usize) -> Result<(), Error> {
         let n = input.len();
         if n > MAX_INPUT_BYTES {
             return Err(Error::TooLarge(n));
         }
-        out.clear();
+        // The frame's own length, which it never reaches.
         let capacity = n + MAX_OVERHEAD;
         out.try_reserve(capacity)
             .map_err(|_| Error::OutOfMemory(capacity))?;
         let p = self.params;
         if p.level == 0 || n < MIN_BUFFER_BYTES {
-            memcpyed(&p, input, out);
+            memcpyed(&p, input, out, base);
             return Ok(());
         }
         let block = block_bytes(n, p.typesize);
@@ -133,13 +147,13 @@ impl Writer {
         let flags = if split { 0 } else { FLAG_DONT_SPLIT };
         header(&p, n, block, flags, out);
         let starts = out.len();
-        if starts + 4 * blocks >= capacity {
-            memcpyed(&p, input, out);
+        if starts - base + 4 * blocks >= capacity {
+            memcpyed(&p, input, out, base);
             return Ok(());
         }
         out.resize(starts + 4 * blocks, 0);
         for (b, src) in input.chunks(block).enumerate() {
-            let at = out.len() as u32;
+            let at = (out.len() - base) as u32;
             out[starts + 4 * b..starts + 4 * b + 4].copy_from_slice(&at.to_le_bytes());
             let filtered = &mut self.filtered[..src.len()];
             let block_in = if filter(&p, src, filtered, &mut self.scratch)? {
@@ -165,16 +179,16 @@ impl Writer {
                 // A frame that would not be smaller than the input is
                 // stored as it is (and `out` never grows past what was
                 // reserved).
-                if out.len() + 4 + bytes.len() >= capacity {
-                    memcpyed(&p, input, out);
+                if out.len() - base + 4 + bytes.len() >= capacity {
+                    memcpyed(&p, input, out, base);
                     return Ok(());
                 }
                 out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
                 out.extend_from_slice(bytes);
             }
         }
-        let total = out.len() as u32;
-        out[12..16].copy_from_slice(&total.to_le_bytes());
+        let total = (out.len() - base) as u32;
+        out[base + 12..base + 16].copy_from_slice(&total.to_le_bytes());
         Ok(())
     }
 }
@@ -295,9 +309,9 @@ fn header(p: &Params, n: usize, block: usize, extra: u8, out: &mut Vec<u8>) {
     }
 }
 
-/// Replaces `out` with the frame that stores `input` as it is.
-fn memcpyed(p: &Params, input: &[u8], out: &mut Vec<u8>) {
-    out.clear();
+/// Replaces `out[base..]` with the frame that stores `input` as it is.
+fn memcpyed(p: &Params, input: &[u8], out: &mut Vec<u8>, base: usize) {
+    out.truncate(base);
     header(
         p,
         input.len(),
@@ -306,8 +320,8 @@ fn memcpyed(p: &Params, input: &[u8], out: &mut Vec<u8>) {
         out,
     );
     out.extend_from_slice(input);
-    let total = out.len() as u32;
-    out[12..16].copy_from_slice(&total.to_le_bytes());
+    let total = (out.len() - base) as u32;
+    out[base + 12..base + 16].copy_from_slice(&total.to_le_bytes());
 }
 
 #[cfg(test)]
@@ -354,6 +368,32 @@ mod tests {
             cname,
             shuffle,
             typesize,
+        }
+    }
+
+    /// Frames appended one after another, stored ones (noise, level 0)
+    /// among them, are each the frame `compress` writes alone.
+    #[test]
+    fn appended_frames_are_the_frames_alone() {
+        for cname in CNAMES {
+            for shuffle in SHUFFLES {
+                for level in [0, 1] {
+                    let mut w = Writer::new(params(cname, shuffle, level, 2)).unwrap();
+                    let mut packed = b"earlier bytes".to_vec();
+                    let mut alone = Vec::new();
+                    let mut expected = packed.clone();
+                    for (k, data) in [counts(65_536, 3), noise(4096), counts(1000, 4)]
+                        .iter()
+                        .enumerate()
+                    {
+                        let len = w.compress_append(data, &mut packed).unwrap();
+                        w.compress(data, &mut alone).unwrap();
+                        assert_eq!(len, alone.len(), "{cname:?} {shuffle:?} l{level} #{k}");
+                        expected.extend_from_slice(&alone);
+                        assert_eq!(packed, expected, "{cname:?} {shuffle:?} l{level} #{k}");
+                    }
+                }
+            }
         }
     }
 

@@ -18,9 +18,9 @@ impl Compressor {
         Compressor(Compress::new(level, false))
     }
 
-    /// Appends the gzip member of `tile` to `out` (empty): header, raw
-    /// deflate, CRC-32 and size modulo 2^32, little-endian.
-    pub fn compress(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+    /// Appends the gzip member of `tile` to `out`: header, raw deflate,
+    /// CRC-32 and size modulo 2^32, little-endian.
+    pub fn compress_append(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
         out.try_reserve_exact(bound(tile.len()))
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
         out.extend_from_slice(&HEADER);

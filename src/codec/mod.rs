@@ -46,16 +46,29 @@ impl ChunkCompressor {
     /// Replaces `out` with the encoded chunk of `tile`.
     pub fn compress(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
         out.clear();
-        match &mut self.inner {
-            Inner::None => {
-                out.try_reserve_exact(tile.len())
-                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
-                out.extend_from_slice(tile);
-                Ok(())
+        self.compress_append(tile, out).map(|_| ())
+    }
+
+    /// Appends the encoded chunk of `tile` to `out` and returns its length:
+    /// a worker packs a run of chunks into one buffer. On an error `out`
+    /// holds what it held before.
+    pub fn compress_append(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<usize> {
+        let base = out.len();
+        let done = match &mut self.inner {
+            Inner::None => out
+                .try_reserve_exact(tile.len())
+                .map(|()| out.extend_from_slice(tile))
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)),
+            Inner::Zstd(z) => z.compress_append(tile, out),
+            Inner::Blosc(b) => b.compress_append(tile, out),
+            Inner::Gzip(g) => g.compress_append(tile, out),
+        };
+        match done {
+            Ok(()) => Ok(out.len() - base),
+            Err(e) => {
+                out.truncate(base);
+                Err(e)
             }
-            Inner::Zstd(z) => z.compress(tile, out),
-            Inner::Blosc(b) => b.compress(tile, out),
-            Inner::Gzip(g) => g.compress(tile, out),
         }
     }
 }

@@ -312,3 +312,41 @@ fn lz4_block(data: &[u8]) -> Vec<u8> {
     let n = u32::from_le_bytes(f[start..start + 4].try_into().unwrap()) as usize;
     f[start + 4..start + 4 + n].to_vec()
 }
+
+/// Every codec: chunks appended one after another to a buffer that
+/// already holds bytes are, byte for byte, the chunks `compress` writes
+/// alone (compressible tiles and noise that is stored as it is).
+#[test]
+fn appended_chunks_are_the_chunks_alone() {
+    let mut codecs = vec![
+        Codec::None,
+        Codec::Zstd { level: 1 },
+        Codec::Gzip { level: 1 },
+    ];
+    for cname in [Cname::Zstd, Cname::Lz4, Cname::Zlib] {
+        for shuffle in [Shuffle::Byte, Shuffle::Bit, Shuffle::None] {
+            codecs.push(Codec::Blosc {
+                level: 1,
+                shuffle,
+                cname,
+            });
+        }
+    }
+    let noise: Vec<u8> = (0..20_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let tiles = [elements(2, 32 * 1024), noise, elements(2, 100)];
+    for codec in codecs {
+        let mut c = ChunkCompressor::new(codec, 2).unwrap();
+        let mut packed = b"before".to_vec();
+        let mut expected = packed.clone();
+        let mut alone = Vec::new();
+        for (k, tile) in tiles.iter().enumerate() {
+            let len = c.compress_append(tile, &mut packed).unwrap();
+            c.compress(tile, &mut alone).unwrap();
+            assert_eq!(len, alone.len(), "{codec:?} tile {k}");
+            expected.extend_from_slice(&alone);
+            assert_eq!(packed, expected, "{codec:?} tile {k}");
+        }
+    }
+}

@@ -10,11 +10,14 @@ impl Compressor {
         Ok(Compressor(zstd::bulk::Compressor::new(level)?))
     }
 
-    /// Appends the frame of `tile` to `out` (empty).
-    pub fn compress(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+    /// Appends the frame of `tile` to `out`.
+    pub fn compress_append(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
         out.try_reserve_exact(bound(tile.len()))
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
-        self.0.compress_to_buffer(tile, out)?;
+        // A cursor at the end: zstd writes after what `out` holds.
+        let mut end = std::io::Cursor::new(out);
+        end.set_position(end.get_ref().len() as u64);
+        self.0.compress_to_buffer(tile, &mut end)?;
         Ok(())
     }
 }
