@@ -105,7 +105,8 @@ impl Writer {
     /// What `out` held before stays as it was, also on an error.
     pub fn compress_append(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Error> {
         let base = out.len();
-        self.frame_at(input, out, base).inspect_err(|_| out.truncate(base))?;
+        self.frame_at(input, out, base)
+            .inspect_err(|_| out.truncate(base))?;
         Ok(out.len() - base)
     }
 

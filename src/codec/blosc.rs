@@ -35,12 +35,15 @@ impl Compressor {
     /// Appends the frame of `tile` to `out`. One thread per frame: the
     /// backend runs tiles in parallel.
     pub fn compress_append(&mut self, tile: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-        self.0.compress_append(tile, out).map(|_| ()).map_err(|e| match e {
-            blosc1::Error::OutOfMemory(_) => {
-                std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)
-            }
-            e => std::io::Error::other(e),
-        })
+        self.0
+            .compress_append(tile, out)
+            .map(|_| ())
+            .map_err(|e| match e {
+                blosc1::Error::OutOfMemory(_) => {
+                    std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)
+                }
+                e => std::io::Error::other(e),
+            })
     }
 }
 

@@ -35,38 +35,37 @@ pub fn take_spare_bytes(bytes: usize) -> Option<Vec<u8>> {
     SPARE_BYTES.take(|v| v.capacity() >= bytes && v.capacity() / 2 <= bytes)
 }
 
-/// A CPU backend's per-tile chunk buffers, kept like [`SPARE_BYTES`]: a
-/// fresh set's pages are faulted in as the first epoch's tiles are
-/// compressed into them (about 110 MB for an epoch of cam-32 at zstd's
-/// ratio, a tenth of a second of a 2-core machine).
-static SPARE_CHUNKS: IdleCache<Vec<Vec<u8>>> =
-    IdleCache::new("tz-chunk-cache", |set| chunk_set_bytes(set), 4);
+/// Sets of buffers, kept like [`SPARE_BYTES`]: a CPU epoch's buffers per
+/// shard, whose fresh pages are faulted in as the workers pack the
+/// epoch's chunks into them (about 130 MB for an epoch of cam-32 at
+/// zstd's ratio, a tenth of a second of a 2-core machine).
+static SPARE_SETS: IdleCache<Vec<Vec<u8>>> =
+    IdleCache::new("tz-set-cache", |set| set_bytes(set), 8);
 
-fn chunk_set_bytes(set: &[Vec<u8>]) -> u64 {
+fn set_bytes(set: &[Vec<u8>]) -> u64 {
     set.iter().map(|c| c.capacity() as u64).sum()
 }
 
-/// Keeps a set of chunk buffers (their contents are stale) for a later
-/// stream, if it holds enough memory to be worth it.
-pub fn give_spare_chunks(set: Vec<Vec<u8>>) {
-    if chunk_set_bytes(&set) >= SPARE_MIN_BYTES as u64 {
-        SPARE_CHUNKS.give(set);
+/// Keeps a set of buffers (their contents are stale) for a later stream,
+/// if it holds enough memory to be worth it.
+pub fn give_spare_set(set: Vec<Vec<u8>>) {
+    if set_bytes(&set) >= SPARE_MIN_BYTES as u64 {
+        SPARE_SETS.give(set);
     }
 }
 
-/// A kept set of `count` chunk buffers for chunks of up to `chunk_bytes`,
-/// taken from one of at least `count` and at most twice as many (the
-/// rest freed), holding at most twice the memory the stream plans for
-/// them.
-pub fn take_spare_chunks(count: usize, chunk_bytes: usize) -> Option<Vec<Vec<u8>>> {
-    let plan = count.saturating_mul(chunk_bytes) as u64;
-    let mut set = SPARE_CHUNKS.take(|s| serves(s.len(), chunk_set_bytes(s), count, plan))?;
+/// A kept set of `count` buffers for up to `each_bytes` each, taken from
+/// one of at least `count` and at most twice as many (the rest freed),
+/// holding at most twice the memory the stream plans for them.
+pub fn take_spare_set(count: usize, each_bytes: usize) -> Option<Vec<Vec<u8>>> {
+    let plan = count.saturating_mul(each_bytes) as u64;
+    let mut set = SPARE_SETS.take(|s| serves(s.len(), set_bytes(s), count, plan))?;
     set.truncate(count);
     Some(set)
 }
 
-/// Whether a kept set of `kept` chunk buffers holding `kept_bytes` serves
-/// a stream that plans `plan` bytes for `count` of them: enough buffers,
+/// Whether a kept set of `kept` buffers holding `kept_bytes` serves a
+/// stream that plans `plan` bytes for `count` of them: enough buffers,
 /// and not so many or so large that the stream holds far more than its
 /// plan says.
 fn serves(kept: usize, kept_bytes: u64, count: usize, plan: u64) -> bool {
@@ -75,12 +74,12 @@ fn serves(kept: usize, kept_bytes: u64, count: usize, plan: u64) -> bool {
 
 /// Frees the kept ordinary buffers; returns the bytes freed.
 pub fn release_spare_bytes() -> u64 {
-    SPARE_BYTES.release() + SPARE_CHUNKS.release()
+    SPARE_BYTES.release() + SPARE_SETS.release()
 }
 
 /// Ordinary bytes kept for later streams.
 pub fn spare_bytes() -> u64 {
-    SPARE_BYTES.bytes() + SPARE_CHUNKS.bytes()
+    SPARE_BYTES.bytes() + SPARE_SETS.bytes()
 }
 
 /// A vector of `n` copies of `value`, or `OutOfMemory` naming `what`.
@@ -271,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn chunk_sets_serve_streams_of_up_to_their_size() {
+    fn buffer_sets_serve_streams_of_up_to_their_size() {
         let mib = 1 << 20;
         assert!(serves(4096, 4096 * mib, 4096, 4096 * mib));
         assert!(serves(4096, 4096 * mib, 2048, 2048 * mib));
@@ -283,8 +282,8 @@ mod tests {
         // As many buffers, but far larger ones than the stream plans for.
         assert!(!serves(4096, 4096 * mib, 4096, 1024 * mib));
         // Small sets are not kept: the allocator reuses them.
-        give_spare_chunks((0..3).map(|_| Vec::with_capacity(1024)).collect());
-        assert!(take_spare_chunks(3, 1024).is_none());
+        give_spare_set((0..3).map(|_| Vec::with_capacity(1024)).collect());
+        assert!(take_spare_set(3, 1024).is_none());
     }
 
     #[test]

@@ -121,14 +121,14 @@ impl ShardAssembler {
             .enumerate()
             .with_min_len(PARALLEL_MIN_SHARDS)
             .try_for_each(|(k, shard)| -> Result<()> {
-                let (begin, end) = shard_range(epoch, k, per_shard);
+                let bytes = epoch.shard_data(k, per_shard);
                 let base = shard.data.len() as u64;
                 let len = shard.data.len();
-                if shard.data.capacity() - len < end - begin {
-                    let room = row_bytes.max(len + end - begin) - len;
+                if shard.data.capacity() - len < bytes.len() {
+                    let room = row_bytes.max(len + bytes.len()) - len;
                     try_reserve(&mut shard.data, room, "a shard row's data")?;
                 }
-                shard.data.extend_from_slice(&epoch.data[begin..end]);
+                shard.data.extend_from_slice(bytes);
                 index_epoch(
                     &mut shard.index,
                     present,
@@ -159,7 +159,6 @@ impl ShardAssembler {
         let per_shard = self.layout.chunks_per_shard_epoch() as usize;
         let shift = self.index_shift();
         for k in 0..self.shards.len() {
-            let (begin, end) = shard_range(epoch, k, per_shard);
             let index = &mut self.shards[k].index;
             index_epoch(index, &self.present, epoch, k, per_shard, 0, 0);
             index.serialize(shift, &mut self.index_bytes);
@@ -167,7 +166,7 @@ impl ShardAssembler {
             self.layout.shard_coord(row, k as u64, &mut self.coord);
             emit(Shard {
                 coord: &self.coord,
-                data: &epoch.data[begin..end],
+                data: epoch.shard_data(k, per_shard),
                 index: &self.index_bytes,
                 index_at_start: self.index_at_start,
                 level: self.level,
@@ -234,15 +233,6 @@ fn row_data_bytes(layout: &Layout, max_chunk: u64) -> u64 {
     };
     held.saturating_mul(layout.chunks_per_shard_epoch())
         .saturating_mul(max_chunk)
-}
-
-/// The byte range of active shard `k`'s chunks in `epoch`'s data.
-fn shard_range(epoch: &CompressedEpoch, k: usize, per_shard: usize) -> (usize, usize) {
-    let first = k * per_shard;
-    (
-        epoch.offsets[first] as usize,
-        epoch.offsets[first + per_shard] as usize,
-    )
 }
 
 /// Records shard `k`'s chunks of `epoch` in its index, at chunk slots from

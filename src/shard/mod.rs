@@ -14,7 +14,10 @@ use std::sync::Arc;
 /// One epoch of compressed tiles, grouped by shard: the output of a
 /// backend. Position `j` of the shard-major order (see
 /// [`crate::layout::Layout::shard_position`]) holds
-/// `data[offsets[j]..offsets[j + 1]]`; positions with no tile are empty.
+/// `offsets[j + 1] - offsets[j]` bytes; positions with no tile are empty.
+/// Each active shard's chunks lie back to back in position order: in one
+/// buffer for the whole epoch at `offsets[j]`, or in a buffer per shard
+/// (see [`EpochData`]); [`CompressedEpoch::shard_data`] finds them.
 #[derive(Debug, Default, Clone)]
 pub struct CompressedEpoch {
     pub epoch: u64,
@@ -25,10 +28,47 @@ pub struct CompressedEpoch {
     pub offsets: Vec<u64>,
 }
 
-/// An epoch's bytes: its own, or a range of a larger buffer that several
+impl CompressedEpoch {
+    /// The chunks of active shard `k` (positions `k * per_shard` on),
+    /// back to back.
+    pub fn shard_data(&self, k: usize, per_shard: usize) -> &[u8] {
+        let first = k * per_shard;
+        let (begin, end) = (
+            self.offsets[first] as usize,
+            self.offsets[first + per_shard] as usize,
+        );
+        match &self.data {
+            EpochData::Owned(v) => &v[begin..end],
+            EpochData::Shared { buffer, range } => {
+                &(**buffer).as_ref()[range.start + begin..range.start + end]
+            }
+            EpochData::PerShard(shards) => {
+                debug_assert_eq!(shards[k].len(), end - begin);
+                &shards[k]
+            }
+        }
+    }
+
+    /// The whole epoch's chunks in shard-major order, copied into one
+    /// vector (for comparisons in tests and benchmarks).
+    pub fn packed(&self) -> Vec<u8> {
+        let total = self.offsets.last().copied().unwrap_or(0) as usize;
+        match &self.data {
+            EpochData::Owned(v) => v[..total].to_vec(),
+            EpochData::Shared { buffer, range } => {
+                (**buffer).as_ref()[range.start..range.start + total].to_vec()
+            }
+            EpochData::PerShard(shards) => shards.concat(),
+        }
+    }
+}
+
+/// An epoch's bytes: its own, a range of a larger buffer that several
 /// epochs share (a GPU batch's page-locked output, handed on without a
-/// copy). A shared buffer goes back to its owner when the last epoch
-/// holding it lets go: see [`EpochData::release`].
+/// copy), or one buffer per active shard (the CPU backend packs each
+/// shard's chunks where its workers compress them). A shared buffer goes
+/// back to its owner when the last epoch holding it lets go: see
+/// [`EpochData::release`].
 #[derive(Clone)]
 pub enum EpochData {
     Owned(Vec<u8>),
@@ -36,17 +76,30 @@ pub enum EpochData {
         buffer: Arc<dyn AsRef<[u8]> + Send + Sync>,
         range: Range<usize>,
     },
+    PerShard(Vec<Vec<u8>>),
 }
 
 impl EpochData {
     /// The bytes as a vector to fill, emptied; a shared range is let go.
     pub fn owned_mut(&mut self) -> &mut Vec<u8> {
-        if let EpochData::Shared { .. } = self {
+        if !matches!(self, EpochData::Owned(_)) {
             *self = EpochData::Owned(Vec::new());
         }
         match self {
             EpochData::Owned(v) => v,
-            EpochData::Shared { .. } => unreachable!("replaced above"),
+            _ => unreachable!("replaced above"),
+        }
+    }
+
+    /// The buffers per shard to fill, as they were left (their allocations
+    /// reused); other data is let go.
+    pub fn per_shard_mut(&mut self) -> &mut Vec<Vec<u8>> {
+        if !matches!(self, EpochData::PerShard(_)) {
+            *self = EpochData::PerShard(Vec::new());
+        }
+        match self {
+            EpochData::PerShard(v) => v,
+            _ => unreachable!("replaced above"),
         }
     }
 
@@ -57,14 +110,29 @@ impl EpochData {
             *self = EpochData::Owned(Vec::new());
         }
     }
+
+    /// Bytes held (a shared range: its length).
+    pub fn len(&self) -> usize {
+        match self {
+            EpochData::Owned(v) => v.len(),
+            EpochData::Shared { range, .. } => range.len(),
+            EpochData::PerShard(shards) => shards.iter().map(Vec::len).sum(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Drop for EpochData {
-    /// A large owned vector waits for the process's next stream
+    /// Large owned vectors wait for the process's next stream
     /// ([`crate::memory::give_spare_bytes`]) rather than being unmapped.
     fn drop(&mut self) {
-        if let EpochData::Owned(v) = self {
-            crate::memory::give_spare_bytes(std::mem::take(v));
+        match self {
+            EpochData::Owned(v) => crate::memory::give_spare_bytes(std::mem::take(v)),
+            EpochData::PerShard(v) => crate::memory::give_spare_set(std::mem::take(v)),
+            EpochData::Shared { .. } => {}
         }
     }
 }
@@ -75,21 +143,12 @@ impl Default for EpochData {
     }
 }
 
-impl std::ops::Deref for EpochData {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            EpochData::Owned(v) => v,
-            EpochData::Shared { buffer, range } => &(**buffer).as_ref()[range.clone()],
-        }
-    }
-}
-
 impl std::fmt::Debug for EpochData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self {
             EpochData::Owned(_) => "owned",
             EpochData::Shared { .. } => "shared",
+            EpochData::PerShard(_) => "per shard",
         };
         write!(f, "EpochData({kind}, {} bytes)", self.len())
     }

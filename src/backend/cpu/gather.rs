@@ -168,7 +168,7 @@ fn scatter_fixed<const N: usize>(stretch: &[u8], out: &mut [u8], stride: usize) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::layout::Dim;
     use proptest::prelude::*;
@@ -176,7 +176,7 @@ mod tests {
     /// Tile `slot` of an epoch, element by element from the definitions:
     /// element `w` of the tile is the input element at `t * tile + w`, or
     /// zero past the array's edge.
-    fn naive_tile(layout: &Layout, input: &[u8], slot: u64) -> Vec<u8> {
+    pub fn naive_tile(layout: &Layout, input: &[u8], slot: u64) -> Vec<u8> {
         let dims = layout.dims();
         let rank = dims.len();
         let elem = layout.elem_size();

@@ -1,9 +1,11 @@
-//! The CPU backend: per tile, gather from the epoch's row-major input and
-//! compress, on a pool of worker threads; then group by shard.
+//! The CPU backend: per task (a run of tiles of one row), gather from the
+//! epoch's row-major input, compress, and append each shard's chunks to
+//! its output in order, on a pool of worker threads.
 
 pub mod downsample;
 /// Public for the criterion benchmark of the scatter.
 pub mod gather;
+mod pack;
 
 use super::{Backend, EpochJob};
 use crate::codec::ChunkCompressor;
@@ -12,11 +14,12 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::memory::MemoryPlan;
 use crate::memory::{try_filled, try_reserve};
-use crate::metrics::Stage;
+use crate::metrics::{Metrics, Stage};
 use crate::shard::{CompressedEpoch, ShardAssembler};
 use gather::{gather_row, row_tasks, scratch_stride, task_tiles, RowTask};
-use rayon::prelude::*;
-use std::sync::atomic::Ordering::Relaxed;
+use pack::{Packer, Piece, PieceBuf};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,22 +34,27 @@ pub fn plan(v: &Validated) -> MemoryPlan {
     }
 }
 
-/// What the CPU backend holds for `layout`: the per-tile chunk buffers, the
-/// compressed epochs in flight (up to four: being aggregated, queued,
-/// being delivered, spare) with their offsets, each worker's gather
-/// scratch, the tables of the shard-major order, and the shard assembler.
+/// Pieces per worker thread that may wait for their turn in a buffer of
+/// their own (see [`pack`]) before a worker waits instead.
+const WAITING_PER_THREAD: usize = 2;
+
+/// What the CPU backend holds for `layout`: the compressed epochs in
+/// flight (up to four: being packed, queued, being delivered, spare),
+/// each with room for every shard's chunks and their offsets, each
+/// worker's gather scratch and piece buffer, the pieces that may wait,
+/// the tables of positions and pieces, and the shard assembler.
 fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
     let tiles = layout.tiles_per_epoch();
     let positions = layout.shard_major_len();
-    let epoch_out = tiles * chunk + (positions + 1) * 8;
-    let scratch = v.threads as u64
-        * task_tiles(layout, v.threads)
-        * scratch_stride(layout.tile_bytes()) as u64;
-    let tables = positions * std::mem::size_of::<Option<u64>>() as u64
-        + tiles * std::mem::size_of::<Vec<u8>>() as u64;
+    let epoch_out = positions * chunk + (positions + 1) * 8;
+    let task = task_tiles(layout, v.threads);
+    let threads = v.threads as u64;
+    let scratch = threads * task * scratch_stride(layout.tile_bytes()) as u64;
+    let pieces = threads * (1 + WAITING_PER_THREAD as u64) * task * (chunk + 8);
+    let tables = positions * 8 + tiles * std::mem::size_of::<Piece>() as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
-    [4 * epoch_out, scratch, tables, assembler]
+    [4 * epoch_out, scratch, pieces, tables, assembler]
         .iter()
         .fold(0u64, |sum, &b| sum.saturating_add(b))
 }
@@ -80,16 +88,30 @@ pub fn pyramid_host_bytes(v: &Validated, level1_on_gpu: bool) -> u64 {
 
 pub struct CpuBackend {
     layout: Layout,
-    codec: Codec,
     pool: Arc<rayon::ThreadPool>,
     tasks: Vec<RowTask>,
-    /// The pool slot at each shard-major position (None: no tile there).
-    order: Vec<Option<u64>>,
-    /// One encoded chunk per pool slot, reused from epoch to epoch and
-    /// left to the process's next stream.
-    chunks: Vec<Vec<u8>>,
-    /// The most an epoch's chunks take.
-    epoch_bound: usize,
+    /// Each task's pieces (see [`pack`]).
+    pieces: Vec<Vec<Piece>>,
+    /// One per pool thread: its compressor and buffers, kept from epoch
+    /// to epoch.
+    workers: Vec<Mutex<Worker>>,
+    /// Chunk bytes of each shard-major position of the epoch being packed.
+    sizes: Vec<u64>,
+    /// The most bytes one shard's chunks of an epoch take.
+    shard_bound: usize,
+    /// Buffers for pieces that wait for their turn.
+    spare: Vec<PieceBuf>,
+    may_wait: usize,
+}
+
+/// A worker thread's state.
+struct Worker {
+    codec: Codec,
+    elem_size: usize,
+    /// Made on the worker's first task.
+    compressor: Option<ChunkCompressor>,
+    scratch: Vec<u8>,
+    piece: PieceBuf,
 }
 
 impl CpuBackend {
@@ -106,32 +128,32 @@ impl CpuBackend {
     ) -> Result<CpuBackend> {
         let layout = layout.clone();
         let tasks = row_tasks(&layout, task_tiles(&layout, v.threads))?;
-        let mut order = try_filled(layout.shard_major_len() as usize, None, "the shard order")?;
-        for (j, slot) in order.iter_mut().enumerate() {
-            *slot = layout.slot_at_position(j as u64);
+        let pieces = pack::pieces(&layout, &tasks)?;
+        let threads = pool.current_num_threads();
+        let mut workers = Vec::new();
+        try_reserve(&mut workers, threads, "worker state")?;
+        for _ in 0..threads {
+            workers.push(Mutex::new(Worker {
+                codec: v.config.codec,
+                elem_size: layout.elem_size(),
+                compressor: None,
+                scratch: Vec::new(),
+                piece: PieceBuf::default(),
+            }));
         }
-        let tiles = layout.tiles_per_epoch() as usize;
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes());
-        let chunks = match crate::memory::take_spare_chunks(tiles, max_chunk) {
-            Some(kept) => kept,
-            None => try_filled(tiles, Vec::new(), "chunk buffers")?,
-        };
+        let per_shard = layout.chunks_per_shard_epoch() as usize;
         Ok(CpuBackend {
-            epoch_bound: chunks.len().saturating_mul(max_chunk),
+            sizes: try_filled(layout.shard_major_len() as usize, 0, "chunk sizes")?,
+            shard_bound: per_shard.saturating_mul(max_chunk),
             layout,
-            codec: v.config.codec,
             pool,
             tasks,
-            order,
-            chunks,
+            pieces,
+            workers,
+            spare: Vec::new(),
+            may_wait: WAITING_PER_THREAD * threads,
         })
-    }
-}
-
-impl Drop for CpuBackend {
-    /// The chunk buffers go to the process's next stream.
-    fn drop(&mut self) {
-        crate::memory::give_spare_chunks(std::mem::take(&mut self.chunks));
     }
 }
 
@@ -148,126 +170,126 @@ pub fn worker_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
 impl Backend for CpuBackend {
     fn compress_epoch(&mut self, job: EpochJob<'_>, out: &mut CompressedEpoch) -> Result<()> {
         let layout = &self.layout;
-        let tile_bytes = layout.tile_bytes();
-        let stride = scratch_stride(tile_bytes);
-        let codec = self.codec;
-        let elem = layout.elem_size();
-        // Hand each task its own slice of the chunk outputs.
-        let mut outputs = Vec::with_capacity(self.tasks.len());
-        let mut rest = &mut self.chunks[..];
-        for task in &self.tasks {
-            let (mine, tail) = rest.split_at_mut(task.count as usize);
-            outputs.push((task, mine));
-            rest = tail;
+        let shards = layout.shards_per_row() as usize;
+        let per_shard = layout.chunks_per_shard_epoch() as usize;
+        let data = out.data.per_shard_mut();
+        if data.len() != shards {
+            if data.is_empty() {
+                if let Some(kept) = crate::memory::take_spare_set(shards, self.shard_bound) {
+                    *data = kept;
+                }
+            }
+            try_reserve(data, shards.saturating_sub(data.len()), "shard outputs")?;
+            data.resize_with(shards, Vec::new);
         }
-        self.pool.install(|| {
-            outputs.into_par_iter().try_for_each_init(
-                || (ChunkCompressor::new(codec, elem), Vec::new()),
-                |(compressor, scratch), (task, chunks)| -> Result<()> {
-                    if job.cancel.load(Relaxed) {
-                        return Ok(());
-                    }
-                    let t0 = Instant::now();
-                    let need = task.count as usize * stride;
-                    try_reserve(
-                        scratch,
-                        need.saturating_sub(scratch.len()),
-                        "gather scratch",
-                    )?;
-                    scratch.resize(need, 0);
-                    gather_row(layout, task, job.input, scratch);
-                    let t1 = Instant::now();
-                    let compressor = compressor
-                        .as_mut()
-                        .map_err(|e| Error::Internal(format!("creating compressor: {e}")))?;
-                    let tiles = scratch.chunks(stride).map(|s| &s[..tile_bytes]);
-                    for (k, (tile, chunk)) in tiles.zip(chunks).enumerate() {
-                        compressor.compress(tile, chunk).map_err(|e| {
-                            let what = format!("compressing tile {}", task.first_slot + k as u64);
-                            match e.kind() {
-                                std::io::ErrorKind::OutOfMemory => {
-                                    Error::OutOfMemory(format!("{what}: {e}"))
-                                }
-                                _ => Error::Internal(format!("{what}: {e}")),
-                            }
-                        })?;
-                    }
-                    job.metrics.add_time(Stage::Scatter, t1 - t0);
-                    job.metrics.add_time(Stage::Compress, t1.elapsed());
-                    Ok(())
-                },
-            )
-        })?;
-        job.metrics.time(Stage::Aggregate, || {
-            aggregate(&self.order, &self.chunks, self.epoch_bound, out, &self.pool)
-        })?;
+        let packer = Packer::new(
+            data,
+            &mut self.sizes,
+            per_shard,
+            self.shard_bound,
+            std::mem::take(&mut self.spare),
+            self.may_wait,
+        )?;
+        // Tasks go out in order, so that a shard's next piece is usually
+        // the next to finish.
+        let next = AtomicUsize::new(0);
+        let failure = Mutex::new(None);
+        let (tasks, pieces, workers) = (&self.tasks, &self.pieces, &self.workers);
+        self.pool.broadcast(|ctx| {
+            let mut worker = workers[ctx.index()].lock();
+            loop {
+                let t = next.fetch_add(1, Relaxed);
+                if t >= tasks.len() || packer.is_stopped() {
+                    return;
+                }
+                if job.cancel.load(Relaxed) {
+                    packer.stop();
+                    return;
+                }
+                let done = worker.run(layout, &tasks[t], &pieces[t], &job, &packer);
+                if let Err(e) = done {
+                    failure.lock().get_or_insert(e);
+                    packer.stop();
+                    return;
+                }
+            }
+        });
+        self.spare = packer.finish()?;
+        if let Some(e) = failure.into_inner() {
+            return Err(e);
+        }
+        out.offsets.clear();
+        try_reserve(&mut out.offsets, self.sizes.len() + 1, "an epoch's offsets")?;
+        out.offsets.push(0);
+        let mut total = 0u64;
+        for size in &self.sizes {
+            total += size;
+            out.offsets.push(total);
+        }
         out.epoch = job.epoch;
         Ok(())
     }
 }
 
-/// Positions whose chunks one task of the aggregation copies.
-const AGGREGATE_POSITIONS: usize = 64;
-
-/// Packs the chunks densely in shard-major order. sharding.md's three
-/// passes (permute sizes, exclusive scan, gather) collapse on the CPU into
-/// a walk over the positions in order for the offsets, then the copies on
-/// the pool: an epoch's bytes (130 MB of cam-32 at zstd's ratio) take one
-/// thread about 20 ms, while the other workers would wait.
-fn aggregate(
-    order: &[Option<u64>],
-    chunks: &[Vec<u8>],
-    bound: usize,
-    out: &mut CompressedEpoch,
-    pool: &rayon::ThreadPool,
-) -> Result<()> {
-    out.offsets.clear();
-    try_reserve(&mut out.offsets, order.len() + 1, "an epoch's offsets")?;
-    out.offsets.push(0);
-    let mut total = 0usize;
-    for slot in order {
-        if let Some(slot) = slot {
-            total += chunks[*slot as usize].len();
+impl Worker {
+    /// Gathers `task`'s tiles, compresses them piece by piece and hands
+    /// each piece to `packer`.
+    fn run(
+        &mut self,
+        layout: &Layout,
+        task: &RowTask,
+        pieces: &[Piece],
+        job: &EpochJob<'_>,
+        packer: &Packer<'_>,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let tile_bytes = layout.tile_bytes();
+        let stride = scratch_stride(tile_bytes);
+        let need = task.count as usize * stride;
+        let scratch = &mut self.scratch;
+        try_reserve(
+            scratch,
+            need.saturating_sub(scratch.len()),
+            "gather scratch",
+        )?;
+        scratch.resize(need.max(scratch.len()), 0);
+        gather_row(layout, task, job.input, scratch);
+        let metrics: &Metrics = job.metrics;
+        metrics.add_time(Stage::Scatter, t0.elapsed());
+        if self.compressor.is_none() {
+            let made = ChunkCompressor::new(self.codec, self.elem_size)
+                .map_err(|e| Error::Internal(format!("creating compressor: {e}")))?;
+            self.compressor = Some(made);
         }
-        out.offsets.push(total as u64);
-    }
-    let data = out.data.owned_mut();
-    // The vector comes back epoch after epoch, or from an earlier stream
-    // of the process (a fresh one's pages are faulted in on first touch):
-    // only growth is filled, on the pool.
-    if data.capacity() < total {
-        if let Some(kept) = crate::memory::take_spare_bytes(total) {
-            crate::memory::give_spare_bytes(std::mem::replace(data, kept));
-        }
-    }
-    if data.len() < total {
-        // Room for epochs a little larger than this one, so that the
-        // vector serves them too, here and in a later stream.
-        let room = total.saturating_add(total / 16).min(bound).max(total);
-        try_reserve(data, room - data.len(), "an epoch's compressed bytes")?;
-        let grow = total - data.len();
-        pool.install(|| data.par_extend(rayon::iter::repeat_n(0u8, grow)));
-    } else {
-        data.truncate(total);
-    }
-    let mut pieces = Vec::with_capacity(order.len().div_ceil(AGGREGATE_POSITIONS));
-    let mut rest = &mut data[..];
-    for (k, slots) in order.chunks(AGGREGATE_POSITIONS).enumerate() {
-        let first = k * AGGREGATE_POSITIONS;
-        let bytes = (out.offsets[first + slots.len()] - out.offsets[first]) as usize;
-        let (mine, tail) = rest.split_at_mut(bytes);
-        pieces.push((mine, slots));
-        rest = tail;
-    }
-    pool.install(|| {
-        pieces.into_par_iter().for_each(|(dst, slots)| {
-            let mut at = 0;
-            for slot in slots.iter().flatten() {
-                let chunk = &chunks[*slot as usize];
-                dst[at..at + chunk.len()].copy_from_slice(chunk);
-                at += chunk.len();
+        let compressor = self.compressor.as_mut().expect("made above");
+        for piece in pieces {
+            let t1 = Instant::now();
+            let buf = &mut self.piece;
+            buf.clear();
+            try_reserve(&mut buf.lens, piece.count, "chunk lengths")?;
+            for k in piece.first_tile..piece.first_tile + piece.count {
+                let tile = &scratch[k * stride..k * stride + tile_bytes];
+                let len = compressor
+                    .compress_append(tile, &mut buf.bytes)
+                    .map_err(|e| compress_error(task.first_slot + k as u64, e))?;
+                buf.lens.push(len as u64);
             }
-        })
-    });
-    Ok(())
+            let t2 = Instant::now();
+            metrics.add_time(Stage::Compress, t2 - t1);
+            packer.commit(piece, buf);
+            metrics.add_time(Stage::Aggregate, t2.elapsed());
+        }
+        Ok(())
+    }
 }
+
+fn compress_error(slot: u64, e: std::io::Error) -> Error {
+    let what = format!("compressing tile {slot}");
+    match e.kind() {
+        std::io::ErrorKind::OutOfMemory => Error::OutOfMemory(format!("{what}: {e}")),
+        _ => Error::Internal(format!("{what}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -100,7 +100,7 @@ fn run_with(
     let mut outside = backend_level1;
     let mut collect = |p: &mut Pyramid, f: &mut dyn FnMut(&mut Pyramid, &mut Outlet<'_>)| {
         let mut done = |level: u32, e: CompressedEpoch| {
-            got.push((level, e.epoch, e.offsets.clone(), e.data.to_vec()));
+            got.push((level, e.epoch, e.offsets.clone(), e.packed()));
             true
         };
         f(
