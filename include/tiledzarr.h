@@ -850,8 +850,7 @@ int32_t tz_estimate_memory_with(const struct tz_config *config,
  * stream is destroyed its page-locked staging and output buffers are kept
  * for 30 s, so that a stream created meanwhile with buffers of the same
  * sizes starts without allocating them (about a second per GiB); a CPU
- * stream's staging, buffers of compressed epochs and chunk buffers are
- * kept the same way (a fresh one's pages are faulted in as it is first
+ * stream's staging and buffers of compressed epochs are kept the same way (a fresh one's pages are faulted in as it is first
  * written). Call it when no
  * stream follows soon and the memory is needed elsewhere. Returns the
  * bytes freed. Since 0.5.
