@@ -1,8 +1,9 @@
 //! The CPU stages one by one on one cam-32 epoch of microscopy data (4096
 //! tiles of 32x32x32 uint16): scatter (the CPU backend's row gather), zstd
 //! level 1 and blosc (zstd level 1, byte shuffle) on one thread and on
-//! every core (the CPU compressor ceilings), aggregation by shard, shard
-//! assembly and emission.
+//! every core (the CPU compressor ceilings), shard assembly and emission.
+//! (The backend packs each shard's chunks as its workers compress them:
+//! that packing is timed with the whole pipeline, `--bench cpu_pipeline`.)
 //!
 //! `cargo bench --bench cpu_stages`
 
@@ -120,28 +121,22 @@ fn stages(c: &mut Criterion) {
             out
         })
         .collect();
+    // The epoch in shard-major order, as a backend hands it on.
     let mut epoch = CompressedEpoch::default();
-    g.bench_function("aggregate", |b| {
-        b.iter(|| {
-            let len = l.shard_major_len() as usize;
-            epoch.offsets.clear();
-            epoch.offsets.resize(len + 1, 0);
-            for (i, c) in chunks.iter().enumerate() {
-                epoch.offsets[l.shard_position(i as u64) as usize + 1] = c.len() as u64;
-            }
-            for j in 0..len {
-                epoch.offsets[j + 1] += epoch.offsets[j];
-            }
-            epoch
-                .data
-                .owned_mut()
-                .resize(epoch.offsets[len] as usize, 0);
-            for (i, c) in chunks.iter().enumerate() {
-                let at = epoch.offsets[l.shard_position(i as u64) as usize] as usize;
-                epoch.data.owned_mut()[at..at + c.len()].copy_from_slice(c);
-            }
-        })
-    });
+    let len = l.shard_major_len() as usize;
+    epoch.offsets.resize(len + 1, 0);
+    for (i, c) in chunks.iter().enumerate() {
+        epoch.offsets[l.shard_position(i as u64) as usize + 1] = c.len() as u64;
+    }
+    for j in 0..len {
+        epoch.offsets[j + 1] += epoch.offsets[j];
+    }
+    let data = epoch.data.owned_mut();
+    data.resize(epoch.offsets[len] as usize, 0);
+    for (i, c) in chunks.iter().enumerate() {
+        let at = epoch.offsets[l.shard_position(i as u64) as usize] as usize;
+        data[at..at + c.len()].copy_from_slice(c);
+    }
 
     g.bench_function("shard-emission", |b| {
         let mut asm = ShardAssembler::new(&l, IndexLocation::End, l.tile_bytes() as u64).unwrap();
