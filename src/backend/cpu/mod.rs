@@ -52,7 +52,8 @@ fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let threads = v.threads as u64;
     let scratch = threads * task * scratch_stride(layout.tile_bytes()) as u64;
     let pieces = threads * (1 + WAITING_PER_THREAD as u64) * task * (chunk + 8);
-    let tables = positions * 8 + tiles * std::mem::size_of::<Piece>() as u64;
+    let tables = positions * 8
+        + tiles * (std::mem::size_of::<Piece>() + std::mem::size_of::<Vec<Piece>>()) as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
     [4 * epoch_out, scratch, pieces, tables, assembler]
         .iter()

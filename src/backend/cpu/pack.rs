@@ -51,6 +51,7 @@ pub fn pieces(layout: &Layout, tasks: &[RowTask]) -> Result<Vec<Vec<Piece>>> {
                     p.count += 1;
                 }
                 _ => {
+                    try_reserve(&mut mine, 1, "task pieces")?;
                     mine.push(Piece {
                         shard,
                         seq: seq[shard],
