@@ -38,14 +38,11 @@ impl CompressedEpoch {
             self.offsets[first + per_shard] as usize,
         );
         match &self.data {
-            EpochData::Owned(v) => &v[begin..end],
-            EpochData::Shared { buffer, range } => {
-                &(**buffer).as_ref()[range.start + begin..range.start + end]
-            }
             EpochData::PerShard(shards) => {
                 debug_assert_eq!(shards[k].len(), end - begin);
                 &shards[k]
             }
+            data => &data.whole()[begin..end],
         }
     }
 
@@ -54,11 +51,8 @@ impl CompressedEpoch {
     pub fn packed(&self) -> Vec<u8> {
         let total = self.offsets.last().copied().unwrap_or(0) as usize;
         match &self.data {
-            EpochData::Owned(v) => v[..total].to_vec(),
-            EpochData::Shared { buffer, range } => {
-                (**buffer).as_ref()[range.start..range.start + total].to_vec()
-            }
             EpochData::PerShard(shards) => shards.concat(),
+            data => data.whole()[..total].to_vec(),
         }
     }
 }
@@ -108,6 +102,16 @@ impl EpochData {
     pub fn release(&mut self) {
         if let EpochData::Shared { .. } = self {
             *self = EpochData::Owned(Vec::new());
+        }
+    }
+
+    /// The one buffer of the whole epoch (a shared range: that range);
+    /// empty for buffers per shard.
+    fn whole(&self) -> &[u8] {
+        match self {
+            EpochData::Owned(v) => v,
+            EpochData::Shared { buffer, range } => &(**buffer).as_ref()[range.clone()],
+            EpochData::PerShard(_) => &[],
         }
     }
 

@@ -11,8 +11,6 @@
 //! waits in a spare buffer, or, when too many wait, its worker waits for
 //! them. Either way the result is the same bytes, whatever the timing.
 
-#[cfg(test)]
-use super::gather::row_tasks;
 use super::gather::RowTask;
 use crate::error::{Error, Result};
 use crate::layout::Layout;

@@ -1,3 +1,4 @@
+use super::super::gather::row_tasks;
 use super::*;
 use crate::layout::Dim;
 use proptest::prelude::*;
