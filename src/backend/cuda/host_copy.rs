@@ -21,11 +21,16 @@ pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
-/// `dst` 16-byte aligned, both a multiple of 64 bytes long.
+/// `dst` 16-byte aligned (unless empty: a piece shorter than the
+/// alignment leaves no body, at whatever address), both a multiple of 64
+/// bytes long.
 #[cfg(target_arch = "x86_64")]
 fn stream_body(dst: &mut [u8], src: &[u8]) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    debug_assert!((dst.as_ptr() as usize).is_multiple_of(16) && dst.len().is_multiple_of(64));
+    debug_assert!(
+        (dst.is_empty() || (dst.as_ptr() as usize).is_multiple_of(16))
+            && dst.len().is_multiple_of(64)
+    );
     for (d, s) in dst.chunks_exact_mut(64).zip(src.chunks_exact(64)) {
         let (d, s) = (d.as_mut_ptr() as *mut __m128i, s.as_ptr() as *const __m128i);
         // SAFETY: SSE2 is part of every x86_64 CPU; `s` holds 64 readable
