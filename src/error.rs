@@ -58,6 +58,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same failure with `note` (what else it cost, starting with its
+    /// own separator) at the end of its message.
+    pub fn with_note(mut self, note: &str) -> Error {
+        match &mut self {
+            Error::ObjectStore { message, .. }
+            | Error::AccessDenied { message, .. }
+            | Error::Io { message, .. }
+            | Error::Gpu { message, .. } => message.push_str(note),
+            Error::InvalidArgument(m)
+            | Error::BackendUnavailable(m)
+            | Error::OutOfMemory(m)
+            | Error::Internal(m) => m.push_str(note),
+            Error::Sink { reason, .. } | Error::Exists { reason, .. } => reason.push_str(note),
+            Error::Config(_)
+            | Error::NullArgument(_)
+            | Error::Overflow { .. }
+            | Error::Finished
+            | Error::Timeout(_) => {}
+        }
+        self
+    }
+
     /// An I/O failure on `path` while doing `what` ("writing shard", ...).
     pub fn io(what: &'static str, path: impl Into<PathBuf>, e: std::io::Error) -> Error {
         Error::Io {

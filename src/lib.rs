@@ -3,7 +3,9 @@
 //! shard and hands each complete shard to a sink (a callback or the built-in
 //! filesystem store).
 //!
-//! Layers, each depending only on those above it: [`memory`] (fallible
+//! Layers, each depending only on those above it: `platform` (all that
+//! differs between operating systems: the memory this process may still
+//! take); [`memory`] (fallible
 //! allocation, what the host has left, the memory plan, the parallel copy,
 //! the buffers kept for a process's next stream)
 //! and [`metrics`] (stage counters), which every layer may use;
@@ -20,6 +22,7 @@ pub mod memory;
 pub mod metadata;
 pub mod metrics;
 pub mod pipeline;
+mod platform;
 pub mod shard;
 pub mod sink;
 pub mod synth;

@@ -92,6 +92,9 @@ fn bad_configurations_name_the_field_and_rule() {
     let cases: Vec<(String, &[&str])> = vec![
         (r#"{"dtype": "uint16", "dimensions": [{"size": 4, "tile": 2}"#.into(), &["malformed JSON"]),
         (json_with(r#", "colour": "red""#), &["colour"]),
+        // Text after the configuration is refused, not silently dropped.
+        (r#"{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 2}]} garbage"#.into(), &["json", "text after the configuration"]),
+        (format!("{} {}", json_with(""), json_with("")), &["json", "text after the configuration"]),
         (r#"{"dtype": "uint12", "dimensions": [{"size": 4, "tile": 2}]}"#.into(), &["dtype", "uint12"]),
         (json_with(r#", "codec": {"name": "lz4"}"#), &["codec", "lz4"]),
         (json_with(r#", "backend": "fpga""#), &["backend", "fpga"]),
@@ -571,4 +574,10 @@ fn memory_estimates_without_creating_a_stream() {
         code(tz_status::TZ_ERR_CONFIG)
     );
     assert!(last_error().contains("dimensions[0].tile"));
+    let trailing = cstring(&format!("{} garbage", json_with("")));
+    assert_eq!(
+        tz_estimate_memory_json(trailing.as_ptr(), plan.as_mut_ptr()),
+        code(tz_status::TZ_ERR_CONFIG)
+    );
+    assert!(last_error().contains("text after the configuration"));
 }

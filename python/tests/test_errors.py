@@ -80,6 +80,8 @@ def test_config_errors_name_the_field(store, change, field):
         ([("dtype", "uint16")], "not list"),
         (42, "not int"),
         ("{not json", "malformed JSON"),
+        ('{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 2}]} garbage', "text after the configuration"),
+        ('{"dtype": "uint8", "dimensions": [{"size": 4, "tile": 2}]} {}', "text after the configuration"),
         ("[1, 2]", "config"),
         (None, "no configuration"),
         ({"dtype": "uint16", "dimensions": [{"size": 4, "tile": object()}]}, "object"),

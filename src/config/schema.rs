@@ -343,6 +343,12 @@ pub struct Store {
     /// profile's region, else `us-east-1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// The longest one request to the object store may take, its retries
+    /// included, in seconds (1 to 3600; default 60): past it the request
+    /// fails and the stream is poisoned, so that no wait on a server that
+    /// is gone or never answers lasts longer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
     /// Replace an existing store: only a store whose every file (or object)
     /// this library wrote (an earlier store, an empty folder) is cleared;
     /// anything else is refused, naming what is in the way.
@@ -364,6 +370,7 @@ impl Default for Store {
             url: None,
             endpoint: None,
             region: None,
+            timeout_s: None,
             overwrite: false,
             fsync: true,
         }
@@ -401,7 +408,7 @@ impl Config {
     /// `dimensions[1].tile`) and what was wrong with it.
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(|e| {
+        let config: Config = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
             if inner.is_syntax() || inner.is_eof() {
@@ -413,7 +420,17 @@ impl Config {
                 path
             };
             ConfigError::new(field, inner.to_string())
-        })
+        })?;
+        // Text after the configuration (a second object, a stray word) is
+        // refused, not ignored: it is most likely a configuration the
+        // caller meant to give.
+        de.end().map_err(|e| {
+            ConfigError::new(
+                "json",
+                format!("text after the configuration is not allowed: {e}"),
+            )
+        })?;
+        Ok(config)
     }
 
     pub fn to_json(&self) -> String {

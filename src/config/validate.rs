@@ -155,12 +155,12 @@ fn check_store(store: &Store) -> Result<(), ConfigError> {
             ),
         )),
         None => {
-            if store.endpoint.is_some() || store.region.is_some() {
-                let field = if store.endpoint.is_some() {
-                    "endpoint"
-                } else {
-                    "region"
-                };
+            let object_only = [
+                ("endpoint", store.endpoint.is_some()),
+                ("region", store.region.is_some()),
+                ("timeout_s", store.timeout_s.is_some()),
+            ];
+            if let Some((field, _)) = object_only.iter().find(|(_, given)| *given) {
                 return Err(ConfigError::new(
                     format!("store.{field}"),
                     "applies to an object store (store.url) only",
@@ -179,6 +179,12 @@ fn check_store(store: &Store) -> Result<(), ConfigError> {
             }
             if store.region.as_deref() == Some("") {
                 return Err(ConfigError::new("store.region", "must not be empty"));
+            }
+            if let Some(t) = store.timeout_s.filter(|t| !(1..=3600).contains(t)) {
+                return Err(ConfigError::new(
+                    "store.timeout_s",
+                    format!("must be 1 to 3600 seconds, got {t}"),
+                ));
             }
             Ok(())
         }
@@ -307,6 +313,20 @@ mod tests {
     }
 
     const DIMS: &str = r#""dimensions": [{"size": 0, "tile": 4}, {"size": 16, "tile": 4}]"#;
+
+    #[test]
+    fn text_after_the_configuration_is_refused() {
+        let one = format!(r#"{{"dtype": "uint8", {DIMS}}}"#);
+        assert!(Config::from_json(&format!("{one} \n\t")).is_ok());
+        for tail in [" garbage", " {}", &format!(" {one}"), ",", "]"] {
+            let e = Config::from_json(&format!("{one}{tail}")).unwrap_err();
+            assert_eq!(e.field, "json", "{tail:?}: {e}");
+            assert!(
+                e.to_string().contains("text after the configuration"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn defaults_fill_in() {

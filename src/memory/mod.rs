@@ -7,7 +7,6 @@ mod idle_cache;
 
 use crate::error::{Error, Result};
 pub use idle_cache::IdleCache;
-use std::path::Path;
 
 /// Large ordinary buffers (a CPU stream's staging and its epochs'
 /// compressed bytes) a finished stream leaves for the next: a fresh one's
@@ -104,79 +103,15 @@ pub fn try_reserve<T>(v: &mut Vec<T>, extra: usize, what: &str) -> Result<()> {
 
 /// Bytes of memory this process can still take without being killed or
 /// refused, as far as the system says: the kernel's `MemAvailable`, lowered
-/// to what a cgroup limit or an address-space limit leaves. `None` where
-/// none of them can be read (not Linux).
+/// to what the memory limits of the process's cgroup and every cgroup
+/// above it, or an address-space limit, leave. `None` where none of them
+/// can be read (not Linux).
 ///
 /// An allocation that reserves address space succeeds far beyond this on
 /// Linux (overcommit) and the process is killed when the pages are touched,
 /// so large buffers are checked against it first.
 pub fn available_host_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| meminfo_available(&text));
-    [
-        meminfo,
-        cgroup_headroom(Path::new("/sys/fs/cgroup")),
-        address_space_headroom(),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-}
-
-/// What an address-space limit (`ulimit -v`, RLIMIT_AS) leaves this
-/// process: the limit less the address space it already maps.
-fn address_space_headroom() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let limit = address_space_limit(&limits)?;
-    let mapped = status_kib(&status, "VmSize:")?.saturating_mul(1024);
-    Some(limit.saturating_sub(mapped))
-}
-
-/// The soft RLIMIT_AS from the text of `/proc/self/limits`; `None` when
-/// unlimited.
-fn address_space_limit(limits: &str) -> Option<u64> {
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max address space"))?;
-    line["Max address space".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// A `kB` field of `/proc/self/status` or `/proc/meminfo`.
-fn status_kib(text: &str, field: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// `MemAvailable` from the text of `/proc/meminfo`, in bytes.
-fn meminfo_available(text: &str) -> Option<u64> {
-    Some(status_kib(text, "MemAvailable:")?.saturating_mul(1024))
-}
-
-/// What the cgroup's memory limit leaves (v2 `memory.max` less
-/// `memory.current`, or v1's limit less usage); `None` without a limit.
-fn cgroup_headroom(root: &Path) -> Option<u64> {
-    let read = |name: &str| -> Option<u64> {
-        std::fs::read_to_string(root.join(name))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    };
-    let (limit, used) = match read("memory.max") {
-        Some(limit) => (limit, read("memory.current")?),
-        None => (
-            read("memory/memory.limit_in_bytes")?,
-            read("memory/memory.usage_in_bytes")?,
-        ),
-    };
-    // cgroup v1 reports "no limit" as a huge number.
-    (limit < 1 << 60).then(|| limit.saturating_sub(used))
+    crate::platform::available_host_bytes()
 }
 
 /// Refuses `need` bytes of host memory (for `what`) when the system says
@@ -241,33 +176,6 @@ pub fn parallel_copy(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn meminfo_is_parsed_in_bytes() {
-        let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
-        assert_eq!(meminfo_available(text), Some(2048 * 1024));
-        assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
-    }
-
-    #[test]
-    fn address_space_limits_are_read() {
-        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
-                    Max address space         4294967296           unlimited            bytes     \n";
-        assert_eq!(address_space_limit(text), Some(4 << 30));
-        let text = "Max address space         unlimited            unlimited            bytes\n";
-        assert_eq!(address_space_limit(text), None);
-    }
-
-    #[test]
-    fn cgroup_limits_leave_headroom() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(cgroup_headroom(dir.path()), None);
-        std::fs::write(dir.path().join("memory.max"), "max\n").unwrap();
-        std::fs::write(dir.path().join("memory.current"), "100\n").unwrap();
-        assert_eq!(cgroup_headroom(dir.path()), None);
-        std::fs::write(dir.path().join("memory.max"), "1000\n").unwrap();
-        assert_eq!(cgroup_headroom(dir.path()), Some(900));
-    }
 
     #[test]
     fn buffer_sets_serve_streams_of_up_to_their_size() {

@@ -25,6 +25,10 @@ pub struct DeliveryThread {
     pub sink: Box<dyn ShardSink>,
     pub deliveries: Receiver<Delivery>,
     pub spare_epochs: Sender<CompressedEpoch>,
+    /// A sink with work left at the end goes back to the stream, so that it
+    /// lives (and tries once more) until the stream is destroyed; any other
+    /// is dropped when this thread ends (a folder store's lock with it).
+    pub retired: Sender<Box<dyn ShardSink>>,
 }
 
 impl DeliveryThread {
@@ -44,9 +48,19 @@ impl DeliveryThread {
                 }
                 Delivery::Finish { planes } => {
                     guarded(&shared, "delivery", || self.finish(&planes));
-                    return;
+                    break;
                 }
             }
+        }
+        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+            let shared = self.shared.clone();
+            guarded(&shared, "delivery", || {
+                self.sink.abandon();
+                Ok(())
+            });
+        }
+        if self.sink.has_work_left() {
+            let _ = self.retired.send(self.sink);
         }
     }
 

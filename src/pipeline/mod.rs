@@ -53,6 +53,10 @@ pub struct Stream {
     /// The backend, handed back by the compute thread when the stream is
     /// complete, freed with the stream.
     _retired: Receiver<Box<dyn Backend>>,
+    /// The sink, handed back by the delivery thread at its end and freed
+    /// with the stream (a store tries then once more what it could not
+    /// finish: aborting uploads on a server that is back).
+    _retired_sink: Receiver<Box<dyn ShardSink>>,
 }
 
 /// What a finished stream did.
@@ -223,7 +227,12 @@ impl Stream {
     }
 
     fn finish_inner(&mut self) -> Result<Summary> {
-        self.shared.check()?;
+        if self.shared.is_poisoned() {
+            // Stop as a drop would, so that the sink winds down (within its
+            // bounds) and has said what the failure cost before this returns.
+            self.stop();
+            self.shared.check()?;
+        }
         let (jobs, bytes_in, started) = {
             let mut intake = self.intake.lock();
             (intake.close()?, intake.bytes_in, intake.started)
@@ -287,6 +296,16 @@ impl Stream {
     /// stream is busy (in a blocking write or in `finish`).
     pub fn stats(&self) -> StreamStats {
         StreamStats(self.shared.clone())
+    }
+
+    /// Discards queued data and stops the threads (a sink call under way
+    /// completes, no other starts).
+    fn stop(&mut self) {
+        self.shared.cancel.store(true, Relaxed);
+        self.intake.lock().abandon();
+        for t in self.threads.drain(..).chain(self.timer.take()) {
+            let _ = t.join();
+        }
     }
 
     fn check_open(&self) -> Result<()> {
@@ -370,10 +389,6 @@ impl Drop for Stream {
     /// once (a sink call under way completes, no other starts): no partial
     /// shard is written; shards already emitted stay as they are.
     fn drop(&mut self) {
-        self.shared.cancel.store(true, Relaxed);
-        self.intake.lock().abandon();
-        for t in self.threads.drain(..).chain(self.timer.take()) {
-            let _ = t.join();
-        }
+        self.stop();
     }
 }

@@ -41,6 +41,14 @@ impl Shared {
         }
     }
 
+    /// Adds `note` to the message of the failure that poisoned the stream.
+    pub fn note(&self, note: &str) {
+        let mut p = self.poison.lock();
+        if let Some(e) = p.take() {
+            *p = Some(e.with_note(note));
+        }
+    }
+
     /// The failure that poisoned the stream, if any.
     pub fn check(&self) -> Result<(), Error> {
         if !self.poisoned.load(Ordering::Acquire) {

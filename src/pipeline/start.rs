@@ -90,11 +90,16 @@ impl Parts {
         let copy_threads = copy_threads(selection.kind);
         let attributes = SharedAttributes::new(v.image.attributes.clone());
         let shared = Arc::new(Shared::new(selection, attributes));
-        let poisoned = Arc::downgrade(&shared);
+        let (poisoned, noted) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
         sink.attach(&StreamHooks {
             poison: Arc::new(move |e| {
                 if let Some(s) = poisoned.upgrade() {
                     s.poison(e)
+                }
+            }),
+            note: Arc::new(move |note| {
+                if let Some(s) = noted.upgrade() {
+                    s.note(note)
                 }
             }),
             uploads: shared.metrics.uploads.clone(),
@@ -134,6 +139,7 @@ impl Parts {
             spare_epochs: Arc::new(parking_lot::Mutex::new(spare_rx)),
             pyramid,
         };
+        let (retired_sink_tx, retired_sink_rx) = mpsc::channel();
         let delivery = DeliveryThread {
             shared: shared.clone(),
             layouts: v.image.levels.clone(),
@@ -141,6 +147,7 @@ impl Parts {
             sink,
             deliveries: del_rx,
             spare_epochs: spare_tx,
+            retired: retired_sink_tx,
         };
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -173,6 +180,7 @@ impl Parts {
         let timer = latency::start(&intake, v.max_latency, wake_rx)?;
         Ok(Stream {
             _retired: retired_rx,
+            _retired_sink: retired_sink_rx,
             copy_pool,
             config: v,
             shared,

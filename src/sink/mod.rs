@@ -23,6 +23,9 @@ use std::sync::Arc;
 pub struct StreamHooks {
     /// Poisons the stream (the first failure wins).
     pub poison: Arc<dyn Fn(Error) + Send + Sync>,
+    /// Adds to the message of the failure that poisoned the stream (what
+    /// else it cost, found later: shards lost with it).
+    pub note: Arc<dyn Fn(&str) + Send + Sync>,
     pub uploads: Arc<UploadCounters>,
     /// The user's attributes, replaceable while the stream runs.
     pub attributes: Arc<SharedAttributes>,
@@ -48,6 +51,18 @@ pub trait ShardSink: Send {
 
     /// Called once before the first shard, with the stream's hooks.
     fn attach(&mut self, _hooks: &StreamHooks) {}
+
+    /// The stream failed or is being destroyed: no more shards come. Ends
+    /// what is under way within the sink's bounds and reports what it cost
+    /// through the hooks before returning.
+    fn abandon(&mut self) {}
+
+    /// Something is left that the sink may still finish later (aborting
+    /// uploads on a server that is away): then it is kept until the stream
+    /// is destroyed, and tries once more when dropped.
+    fn has_work_left(&self) -> bool {
+        false
+    }
 }
 
 /// Drops every shard: measures the pipeline without the disk.
@@ -77,6 +92,12 @@ impl ShardSink for Tee {
     }
     fn attach(&mut self, hooks: &StreamHooks) {
         self.0.iter_mut().for_each(|s| s.attach(hooks))
+    }
+    fn abandon(&mut self) {
+        self.0.iter_mut().for_each(|s| s.abandon())
+    }
+    fn has_work_left(&self) -> bool {
+        self.0.iter().any(|s| s.has_work_left())
     }
 }
 

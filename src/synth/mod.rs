@@ -108,6 +108,7 @@ const SPARSE_READ_NOISE: f32 = 0.3;
 /// `uint32` q·0x10001, `int32` (q - 1024)·0x10001, `uint64` q·0x1_0001_0001_0001,
 /// `int64` (q - 1024)·0x1_0001_0001_0001, floats q itself; each rounded to the
 /// nearest value and clipped to the type's range.
+#[derive(Clone)]
 pub struct Generator {
     pattern: Pattern,
     dtype: DType,
@@ -127,6 +128,7 @@ pub struct Generator {
 
 /// Count-to-element lookup tables, one variant per element size, so that the
 /// per-pixel loop is one table read and one small copy for every type.
+#[derive(Clone)]
 enum Lut {
     B1(Vec<[u8; 1]>),
     B2(Vec<[u8; 2]>),

@@ -46,7 +46,7 @@ pub fn skipped(test: &str, why: &str) {
 }
 
 /// Records that `test` ran against a server (scripts/test.sh counts them).
-fn ran(test: &str) {
+pub fn ran(test: &str) {
     if let Some(path) = std::env::var_os("TZ_S3_TESTS_RAN") {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
@@ -112,6 +112,11 @@ impl Server {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// The server's process id (it changes at each restart).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// Freezes the server (SIGSTOP): what it holds on disk stops changing.
@@ -189,4 +194,11 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Kills process `pid` at once (SIGKILL), from any thread; the `Server`
+/// that started it reaps it at its next kill or restart.
+pub fn kill_pid(pid: u32) {
+    // SAFETY: signalling a child process of this test.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
 }

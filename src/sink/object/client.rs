@@ -9,9 +9,44 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::{BackoffConfig, ClientOptions, RetryConfig};
 use std::time::Duration;
 
+/// `store.timeout_s` when the configuration does not give it.
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
+
+/// How long the store waits on the server. Every wait on the network is
+/// one of these, so that a server that is gone, or that takes connections
+/// and never answers, ends the stream instead of hanging it.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// One request with all its retries (`store.timeout_s`).
+    pub request: Duration,
+    /// One attempt: an answer that has not come by then is given up and
+    /// the request retried (a stalled connection is no answer).
+    pub attempt: Duration,
+    /// The check at create: a server that does not answer is reported
+    /// within this, before the stream starts.
+    pub probe: Duration,
+    /// Aborting a multipart upload, and the uploads cancelled after a
+    /// failure winding down.
+    pub wind_down: Duration,
+}
+
+impl Bounds {
+    pub fn new(timeout_s: Option<u64>) -> Bounds {
+        let request = Duration::from_secs(timeout_s.unwrap_or(DEFAULT_TIMEOUT_S).max(1));
+        let short = request.min(Duration::from_secs(10));
+        Bounds {
+            request,
+            attempt: (request / 3).max(Duration::from_secs(1)),
+            probe: short,
+            wind_down: short,
+        }
+    }
+}
+
 /// Retries of one request on throttling (429, 503 SlowDown), 5xx answers,
-/// timeouts and broken connections: about 15 s of backoff in all.
-fn retry_config(max_retries: usize) -> RetryConfig {
+/// timeouts and broken connections, with backoff (0.2 s doubling up to
+/// 8 s, with jitter) for at most `bounds.request`.
+fn retry_config(max_retries: usize, bounds: &Bounds) -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig {
             init_backoff: Duration::from_millis(200),
@@ -19,15 +54,17 @@ fn retry_config(max_retries: usize) -> RetryConfig {
             base: 2.0,
         },
         max_retries,
-        retry_timeout: Duration::from_secs(60),
+        retry_timeout: bounds.request,
     }
 }
 
 /// Retries of the data requests.
 pub const RETRIES: usize = 6;
-/// Retries of the request that checks the store at create: a server that
-/// does not answer is reported at once rather than after a minute.
-pub const PROBE_RETRIES: usize = 1;
+/// Retries of the requests that must not wait long: the check at create (a
+/// server that does not answer is reported at once) and the aborts of
+/// failed multipart uploads (cleaning up after a failure, most likely on a
+/// server that is gone; tried again at the flush and at destroy).
+pub const QUICK_RETRIES: usize = 1;
 
 /// The process's TLS provider for the client (ring), unless the host
 /// program installed one already.
@@ -39,7 +76,12 @@ fn install_tls_provider() {
 }
 
 /// A client for the store at `url`, with `retries` per request.
-pub fn connect(store: &Store, url: &ObjectUrl, retries: usize) -> Result<AmazonS3> {
+pub fn connect(
+    store: &Store,
+    url: &ObjectUrl,
+    retries: usize,
+    bounds: &Bounds,
+) -> Result<AmazonS3> {
     install_tls_provider();
     let var = |k: &str| std::env::var(k).ok();
     let env = Env(&var);
@@ -48,11 +90,11 @@ pub fn connect(store: &Store, url: &ObjectUrl, retries: usize) -> Result<AmazonS
     // container credentials.
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(&url.bucket)
-        .with_retry(retry_config(retries))
+        .with_retry(retry_config(retries, bounds))
         .with_client_options(
             ClientOptions::new()
-                .with_connect_timeout(Duration::from_secs(5))
-                .with_timeout(Duration::from_secs(120)),
+                .with_connect_timeout(bounds.attempt.min(Duration::from_secs(5)))
+                .with_timeout(bounds.attempt),
         );
     if var("AWS_ACCESS_KEY_ID").is_none_or(|k| k.is_empty()) {
         if let Some(k) = env.profile_keys() {

@@ -11,9 +11,16 @@
 //! store writes it, with the same content, and only once every shard below
 //! its extent is complete. An upload that fails after its retries poisons
 //! the stream at once, naming the object and the server's answer.
+//!
+//! No wait is unbounded: each request ends within `store.timeout_s`, and
+//! the first failure stops every other upload (the budget's wait
+//! included), so that `tz_flush` and `tz_destroy` return within the bound
+//! and a short wind-down; the shards that were still being uploaded then
+//! are named in the stream's error.
 
 mod client;
 mod credentials;
+mod ledger;
 mod ownership;
 mod remote;
 mod upload;
@@ -25,8 +32,11 @@ use crate::metadata::{self, Document};
 use crate::metrics::UploadCounters;
 use crate::shard::Shard;
 use bytes::Bytes;
+use futures_util::future::{join_all, select, Either};
+use ledger::Ledger;
 use object_store::path::Path;
 use parking_lot::Mutex;
+use std::pin::pin;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
@@ -52,7 +62,14 @@ pub struct S3Store {
     uploads: Uploads,
     budget: Arc<Semaphore>,
     failure: Failure,
-    poison: Option<Arc<dyn Fn(Error) + Send + Sync>>,
+    /// The stream's hooks: poison it, add to its failure's message.
+    hooks: Option<StreamHooks>,
+    /// Shards handed to uploads and not complete yet.
+    ledger: Ledger,
+    /// The shards lost to a failure were named (once).
+    noted: bool,
+    /// The uploads were waited for (at the flush, or when abandoned).
+    settled: bool,
     /// Shard uploads started since the last metadata update.
     pending: Vec<JoinHandle<bool>>,
     /// The last metadata update: each waits for the one before it and for
@@ -86,9 +103,19 @@ impl S3Store {
         let display = format!("s3://{}/{}", parsed.bucket, parsed.prefix);
         let prefix = Path::from(parsed.prefix.as_str());
         let runtime = client::runtime()?;
-        let probe = client::connect(store, &parsed, client::PROBE_RETRIES)?;
+        let bounds = client::Bounds::new(store.timeout_s);
+        let quick = client::connect(store, &parsed, client::QUICK_RETRIES, &bounds)?;
+        let no_answer = |what: &'static str, within: std::time::Duration| Error::ObjectStore {
+            what,
+            url: display.clone(),
+            message: format!("the server gave no answer within {} s", within.as_secs()),
+        };
         runtime.block_on(async {
-            if let Some(found) = ownership::probe(&probe, &prefix, &display).await? {
+            let probed = ownership::probe(&quick, &prefix, &display);
+            let probed = tokio::time::timeout(bounds.probe, probed)
+                .await
+                .map_err(|_| no_answer("checking", bounds.probe))?;
+            if let Some(found) = probed? {
                 if !store.overwrite {
                     return Err(Error::Exists {
                         path: display.clone().into(),
@@ -98,25 +125,30 @@ impl S3Store {
                         ),
                     });
                 }
-                ownership::clear_old_store(&probe, &prefix, &display).await?;
+                // A listing and deletes in batches: bounded like requests,
+                // on a server that answers each of them.
+                let cleared = ownership::clear_old_store(&quick, &prefix, &display);
+                tokio::time::timeout(bounds.request, cleared)
+                    .await
+                    .map_err(|_| no_answer("deleting the old store under", bounds.request))??;
             }
             Ok(())
         })?;
-        let s3 = Arc::new(client::connect(store, &parsed, client::RETRIES)?);
+        let s3 = Arc::new(client::connect(store, &parsed, client::RETRIES, &bounds)?);
         let uploads = Uploads {
             s3,
+            quick: Arc::new(quick),
             bucket_url: format!("s3://{}/", parsed.bucket),
             requests: Arc::new(Semaphore::new(REQUESTS)),
             counters: Arc::new(UploadCounters::default()),
             leftovers: Default::default(),
+            bounds,
+            stop: Default::default(),
         };
         let planes = metadata::level_planes(v, 0);
         for doc in metadata::all_documents(v, &planes, &v.image.attributes) {
             let key = child(&prefix, &doc.key);
-            uploads.counters.started();
-            let written = runtime.block_on(uploads.object(&key, Bytes::from(doc.json)));
-            uploads.counters.ended(written.is_ok());
-            written?;
+            runtime.block_on(uploads.object(&key, Bytes::from(doc.json)))?;
         }
         Ok(S3Store {
             config: v.clone(),
@@ -125,7 +157,10 @@ impl S3Store {
             uploads,
             budget: Arc::new(Semaphore::new((BUDGET_BYTES / PERMIT_BYTES) as usize)),
             failure: Failure::default(),
-            poison: None,
+            hooks: None,
+            ledger: Ledger::default(),
+            noted: false,
+            settled: false,
             pending: Vec::new(),
             metadata: None,
             planes_asked: planes,
@@ -148,9 +183,12 @@ impl S3Store {
         }
     }
 
-    /// A task's failure: kept for the next call, and the stream poisoned now.
+    /// A task's failure: kept for the next call, the stream poisoned now,
+    /// and every other upload stopped.
     fn on_failure(&self) -> impl Fn(Error) + Send + Sync + 'static {
-        let (failure, poison) = (self.failure.clone(), self.poison.clone());
+        let failure = self.failure.clone();
+        let poison = self.hooks.as_ref().map(|h| h.poison.clone());
+        let stop = self.uploads.stop.clone();
         move |e: Error| {
             let mut f = failure.lock();
             if f.is_none() {
@@ -160,6 +198,7 @@ impl S3Store {
             if let Some(p) = &poison {
                 p(e);
             }
+            stop.cancel();
         }
     }
 
@@ -213,10 +252,7 @@ impl S3Store {
                 return false;
             }
             for (key, doc) in docs {
-                uploads.counters.started();
-                let r = uploads.object(&key, doc).await;
-                uploads.counters.ended(r.is_ok());
-                if r.map_err(&fail).is_err() {
+                if uploads.object(&key, doc).await.map_err(&fail).is_err() {
                     return false;
                 }
             }
@@ -224,18 +260,51 @@ impl S3Store {
         }));
     }
 
-    /// Waits for every upload and metadata update under way.
+    /// Waits for every upload and metadata update under way. Each of their
+    /// requests is bounded, and after a failure they give up at once: what
+    /// has not ended within the wind-down then is cut off.
     fn wait_all(&mut self) {
-        let shards = std::mem::take(&mut self.pending);
-        let meta = self.metadata.take();
+        let mut tasks = std::mem::take(&mut self.pending);
+        tasks.extend(self.metadata.take());
+        let stop = self.uploads.stop.clone();
+        let wind_down = self.uploads.bounds.wind_down + std::time::Duration::from_secs(1);
         self.runtime.block_on(async {
-            for s in shards {
-                let _ = s.await;
-            }
-            if let Some(m) = meta {
-                let _ = m.await;
+            let all = join_all(tasks.iter_mut());
+            if let Either::Right((_, all)) = select(pin!(all), pin!(stop.cancelled())).await {
+                let _ = tokio::time::timeout(wind_down, all).await;
             }
         });
+        for t in tasks {
+            t.abort();
+        }
+    }
+
+    /// Ends the store's work: waits for the uploads (see `wait_all`), aborts
+    /// again the multipart uploads whose abort failed, and after a failure
+    /// names the shards that were lost in the stream's error. Returns the
+    /// uploads that still could not be aborted.
+    fn settle(&mut self) -> Vec<String> {
+        self.settled = true;
+        self.wait_all();
+        let uploads = self.uploads.clone();
+        let still = self.runtime.block_on(uploads.abort_leftovers());
+        let failure = self.failure.lock().clone();
+        if let (Some(first), false) = (failure, self.noted) {
+            self.noted = true;
+            let named = match &first {
+                Error::ObjectStore { url, .. } | Error::AccessDenied { url, .. } => {
+                    Some(url.as_str())
+                }
+                _ => None,
+            };
+            if let Some(note) = ledger::lost_note(&self.ledger.lost(named)) {
+                *self.failure.lock() = Some(first.with_note(&note));
+                if let Some(h) = &self.hooks {
+                    (h.note)(&note);
+                }
+            }
+        }
+        still
     }
 }
 
@@ -250,7 +319,7 @@ fn child(prefix: &Path, name: &str) -> Path {
 
 impl ShardSink for S3Store {
     fn attach(&mut self, hooks: &StreamHooks) {
-        self.poison = Some(hooks.poison.clone());
+        self.hooks = Some(hooks.clone());
         // The stream's counters from now on, `zarr.json` of create included.
         let before = std::mem::replace(&mut self.uploads.counters, hooks.uploads.clone());
         hooks.uploads.absorb(&before);
@@ -291,10 +360,19 @@ impl ShardSink for S3Store {
         let kib = (len as u64)
             .div_ceil(PERMIT_BYTES)
             .clamp(1, BUDGET_BYTES / PERMIT_BYTES);
-        let permit = self
+        // The budget frees as uploads end, each within its bound; a failure
+        // ends the wait at once.
+        let budget = self.budget.clone().acquire_many_owned(kib as u32);
+        let stop = self.uploads.stop.clone();
+        let permit = match self
             .runtime
-            .block_on(self.budget.clone().acquire_many_owned(kib as u32))
-            .map_err(|_| Error::Internal("the upload budget was closed".into()))?;
+            .block_on(select(pin!(budget), pin!(stop.cancelled())))
+        {
+            Either::Left((permit, _)) => {
+                permit.map_err(|_| Error::Internal("the upload budget was closed".into()))?
+            }
+            Either::Right(_) => return self.check(),
+        };
         self.check()?;
         if self.pending.len() >= 1024 {
             // A long bounded stream: finished uploads need no handle (a
@@ -303,12 +381,20 @@ impl ShardSink for S3Store {
         }
         let uploads = self.uploads.clone();
         let fail = self.on_failure();
-        uploads.counters.started();
+        let entry = self.ledger.open(uploads.url(&path));
         self.pending.push(self.runtime.spawn(async move {
             let r = uploads.object(&path, Bytes::from(body)).await;
             drop(permit);
-            uploads.counters.ended(r.is_ok());
-            r.map_err(fail).is_ok()
+            match r {
+                Ok(()) => {
+                    entry.complete();
+                    true
+                }
+                Err(e) => {
+                    fail(e);
+                    false
+                }
+            }
         }));
         Ok(())
     }
@@ -318,6 +404,16 @@ impl ShardSink for S3Store {
             self.update_metadata(level, planes);
         }
         self.check()
+    }
+
+    fn abandon(&mut self) {
+        if !self.settled {
+            self.settle();
+        }
+    }
+
+    fn has_work_left(&self) -> bool {
+        !self.uploads.leftovers.lock().is_empty()
     }
 
     /// Returns once every object is complete (or the first failure).
@@ -330,8 +426,7 @@ impl ShardSink for S3Store {
             };
             self.update_metadata(k as u32, p);
         }
-        self.wait_all();
-        let still = self.runtime.block_on(self.uploads.abort_leftovers());
+        let still = self.settle();
         self.check()?;
         if !still.is_empty() {
             return Err(Error::ObjectStore {
@@ -345,11 +440,10 @@ impl ShardSink for S3Store {
 }
 
 impl Drop for S3Store {
-    /// Shards already emitted complete (or fail) and `zarr.json` keeps the
-    /// extent of the complete shard rows; failed multipart uploads are
-    /// aborted once more.
+    /// Shards already emitted complete (or fail, within the bounds) and
+    /// `zarr.json` keeps the extent of the complete shard rows; failed
+    /// multipart uploads are aborted once more.
     fn drop(&mut self) {
-        self.wait_all();
-        let _ = self.runtime.block_on(self.uploads.abort_leftovers());
+        self.settle();
     }
 }

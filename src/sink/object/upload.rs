@@ -2,18 +2,30 @@
 //! its parts in parallel for a large one. A multipart upload that fails is
 //! aborted, so that no part stays behind; one whose abort fails too (the
 //! server is gone) is kept in [`Leftovers`] and aborted again later.
+//!
+//! Every request is bounded ([`Bounds`]): past `bounds.request` it fails
+//! like a refused one. And every upload gives up at once when the store's
+//! `stop` token is cancelled (at its first failure), wherever it waits: for
+//! a request slot, for an answer, or between retries. So after a failure
+//! the uploads still queued end in moments instead of each retrying against
+//! a server that is gone.
 
+use super::client::Bounds;
 use super::remote;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metrics::UploadCounters;
 use bytes::Bytes;
+use futures_util::future::{select, Either};
 use object_store::aws::AmazonS3;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{MultipartId, ObjectStoreExt, PutPayload};
 use parking_lot::Mutex;
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 /// Objects up to this size go in one PUT.
 pub const SINGLE_PUT_MAX: usize = 16 << 20;
@@ -22,6 +34,9 @@ pub const SINGLE_PUT_MAX: usize = 16 << 20;
 pub const PART_BYTES: usize = 8 << 20;
 const MAX_PARTS: usize = 10_000;
 
+/// The message of an upload that gave up because the store failed first.
+pub const GIVEN_UP: &str = "given up after the store's first failure";
+
 /// Multipart uploads whose abort failed: (key, upload id).
 pub type Leftovers = Arc<Mutex<Vec<(Path, MultipartId)>>>;
 
@@ -29,12 +44,31 @@ pub type Leftovers = Arc<Mutex<Vec<(Path, MultipartId)>>>;
 #[derive(Clone)]
 pub struct Uploads {
     pub s3: Arc<AmazonS3>,
+    /// The same client with one retry per request, for aborts.
+    pub quick: Arc<AmazonS3>,
     /// The store's URL up to the bucket: `s3://bucket/`.
     pub bucket_url: String,
     /// Requests in flight at most (PUTs and parts).
     pub requests: Arc<Semaphore>,
     pub counters: Arc<UploadCounters>,
     pub leftovers: Leftovers,
+    pub bounds: Bounds,
+    /// Cancelled at the store's first failure: every upload still queued
+    /// or under way gives up.
+    pub stop: CancellationToken,
+}
+
+/// Counts an upload in flight until it is dropped, however it ends (an
+/// upload cut off by its task's abort included).
+struct InFlight<'a> {
+    counters: &'a UploadCounters,
+    complete: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.counters.ended(self.complete);
+    }
 }
 
 impl Uploads {
@@ -42,39 +76,78 @@ impl Uploads {
         format!("{}{key}", self.bucket_url)
     }
 
-    /// Uploads `body` as the object `key`.
+    /// Uploads `body` as the object `key`, counted in the store's metrics.
     pub async fn object(&self, key: &Path, body: Bytes) -> Result<()> {
+        self.counters.started();
+        let mut in_flight = InFlight {
+            counters: &self.counters,
+            complete: false,
+        };
+        let r = self.upload(key, body).await;
+        in_flight.complete = r.is_ok();
+        r
+    }
+
+    async fn upload(&self, key: &Path, body: Bytes) -> Result<()> {
         if body.len() <= SINGLE_PUT_MAX {
-            let _slot = self.requests.acquire().await;
             let n = body.len() as u64;
-            self.s3
-                .put(key, PutPayload::from_bytes(body))
-                .await
-                .map_err(|e| remote::error("uploading", &self.url(key), e))?;
+            let put = self.s3.put(key, PutPayload::from_bytes(body));
+            self.request("uploading", key, true, put).await?;
             self.counters.add_bytes(n);
             return Ok(());
         }
-        let id =
-            self.s3.create_multipart(key).await.map_err(|e| {
-                remote::error("starting the multipart upload of", &self.url(key), e)
-            })?;
-        match self.parts(key, &id, body).await {
-            Ok(parts) => {
-                let done = self.s3.complete_multipart(key, &id, parts).await;
-                match done {
-                    Ok(_) => Ok(()),
-                    Err(e) => {
-                        let e =
-                            remote::error("completing the multipart upload of", &self.url(key), e);
-                        self.abort(key, id).await;
-                        Err(e)
-                    }
-                }
-            }
+        let create = self.s3.create_multipart(key);
+        let id = self
+            .request("starting the multipart upload of", key, false, create)
+            .await?;
+        let done = async {
+            let parts = self.parts(key, &id, body).await?;
+            let complete = self.s3.complete_multipart(key, &id, parts);
+            self.request("completing the multipart upload of", key, false, complete)
+                .await
+        };
+        match done.await {
+            Ok(_) => Ok(()),
             Err(e) => {
                 self.abort(key, id).await;
                 Err(e)
             }
+        }
+    }
+
+    /// Runs one request (and its retries) for `key` within `bounds.request`,
+    /// holding a request slot when `slot`; gives up when the store stops.
+    async fn request<T>(
+        &self,
+        what: &'static str,
+        key: &Path,
+        slot: bool,
+        request: impl Future<Output = object_store::Result<T>>,
+    ) -> Result<T> {
+        let work = async {
+            let _slot = match slot {
+                true => Some(self.requests.acquire().await),
+                false => None,
+            };
+            match tokio::time::timeout(self.bounds.request, request).await {
+                Ok(r) => r.map_err(|e| remote::error(what, &self.url(key), e)),
+                Err(_) => Err(Error::ObjectStore {
+                    what,
+                    url: self.url(key),
+                    message: format!(
+                        "no answer within {} s (store.timeout_s), retries included",
+                        self.bounds.request.as_secs()
+                    ),
+                }),
+            }
+        };
+        match select(pin!(work), pin!(self.stop.cancelled())).await {
+            Either::Left((r, _)) => r,
+            Either::Right(_) => Err(Error::ObjectStore {
+                what,
+                url: self.url(key),
+                message: GIVEN_UP.into(),
+            }),
         }
     }
 
@@ -87,13 +160,9 @@ impl Uploads {
             let chunk = body.slice(start..(start + part).min(body.len()));
             let (me, key, id) = (self.clone(), key.clone(), id.clone());
             tasks.push(tokio::spawn(async move {
-                let _slot = me.requests.acquire().await;
                 let n = chunk.len() as u64;
-                let r = me
-                    .s3
-                    .put_part(&key, &id, i, PutPayload::from_bytes(chunk))
-                    .await
-                    .map_err(|e| remote::error("uploading a part of", &me.url(&key), e));
+                let put = me.s3.put_part(&key, &id, i, PutPayload::from_bytes(chunk));
+                let r = me.request("uploading a part of", &key, true, put).await;
                 if r.is_ok() {
                     me.counters.add_bytes(n);
                 }
@@ -111,7 +180,7 @@ impl Uploads {
                 Ok(Ok(p)) => parts.push(p),
                 Ok(Err(e)) => failure = Some(e),
                 Err(e) => {
-                    failure = Some(crate::error::Error::Internal(format!(
+                    failure = Some(Error::Internal(format!(
                         "a part upload of {} stopped: {e}",
                         self.url(key)
                     )))
@@ -132,21 +201,26 @@ impl Uploads {
     }
 
     /// True when the upload is gone: aborted now, or unknown to the server
-    /// (NoSuchUpload: aborted or completed before).
+    /// (NoSuchUpload: aborted or completed before). Not stopped by the
+    /// store's failure (it cleans up after one), but bounded by
+    /// `bounds.wind_down`.
     async fn try_abort(&self, key: &Path, id: &MultipartId) -> bool {
-        match self.s3.abort_multipart(key, id).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
-            Err(_) => false,
+        let abort = self.quick.abort_multipart(key, id);
+        match tokio::time::timeout(self.bounds.wind_down, abort).await {
+            Ok(Ok(())) | Ok(Err(object_store::Error::NotFound { .. })) => true,
+            Ok(Err(_)) | Err(_) => false,
         }
     }
 
-    /// Tries again to abort the uploads whose abort failed; returns those
-    /// that still could not be aborted.
+    /// Tries again, all at once, to abort the uploads whose abort failed;
+    /// returns those that still could not be aborted.
     pub async fn abort_leftovers(&self) -> Vec<String> {
         let left = std::mem::take(&mut *self.leftovers.lock());
+        let tries = left.iter().map(|(key, id)| self.try_abort(key, id));
+        let gone = futures_util::future::join_all(tries).await;
         let mut still = Vec::new();
-        for (key, id) in left {
-            if !self.try_abort(&key, &id).await {
+        for ((key, id), gone) in left.into_iter().zip(gone) {
+            if !gone {
                 still.push(format!("{} (upload id {id})", self.url(&key)));
                 self.leftovers.lock().push((key, id));
             }
