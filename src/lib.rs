@@ -30,6 +30,10 @@ pub mod synth;
 pub use config::{Config, DType};
 pub use error::{Error, Result};
 pub use pipeline::{Stream, Summary};
+/// Asks the system to write every dirty page to the disks (the benchmark
+/// tool, between runs).
+#[doc(hidden)]
+pub use platform::sync_disks;
 
 /// Frees the memory the process keeps for its next stream (a GPU stream's
 /// page-locked staging and output buffers, a CPU stream's buffers of

@@ -129,23 +129,30 @@ fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     let prefix = "parts.zarr";
     let s = Stream::new(&config("uint32", BIG, &b.store(prefix, "")), None).unwrap();
     let g = Generator::new(Pattern::Random, DType::Uint32, &BIG_FRAME, 7);
+    // A few shards in, then down the moment an upload's parts are all in
+    // and its completion is asked for: the upload holds every part.
+    let completions = rng.range(0, 4);
+    let s3fs_pid = b.s3fs.as_ref().map(|s| s.pid());
+    let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
+    b.proxy.down_on(completion, completions, move || {
+        if let Some(pid) = s3fs_pid {
+            server::kill_pid(pid);
+        }
+    });
     let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
-    // Some shards in, then the moment an upload holds parts.
-    std::thread::sleep(Duration::from_millis(rng.range(100, 1500)));
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    while !b.proxy.triggered() {
         assert!(
             Instant::now() < deadline,
-            "{}: no multipart upload caught under way",
+            "{}: no multipart upload completed",
             b.name
         );
-        if !b.uploads_with_parts(prefix).is_empty() {
-            break;
-        }
         std::thread::sleep(Duration::from_millis(1));
     }
-    b.kill();
     let killed = Instant::now();
+    let held = b.uploads_with_parts(prefix);
+    assert!(!held.is_empty(), "{}: no upload holds parts", b.name);
+    b.kill();
     let (s, _, _) = cam.join();
     after_the_fault(b, prefix, tmp, s, killed, &g, DType::Uint32);
 }
@@ -157,7 +164,8 @@ fn kill_during_metadata_update(b: &mut Backend, tmp: &Path) {
     // The first zarr.json is create's; let a few updates pass.
     let pass = rng.range(1, 6);
     let s3fs_pid = b.s3fs.as_ref().map(|s| s.pid());
-    b.proxy.down_on("/zarr.json", pass, move || {
+    let zarr_json = |line: &str| line.starts_with("PUT ") && line.contains("/zarr.json ");
+    b.proxy.down_on(zarr_json, pass, move || {
         if let Some(pid) = s3fs_pid {
             server::kill_pid(pid);
         }

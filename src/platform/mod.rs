@@ -1,30 +1,89 @@
 //! What differs between operating systems, behind one small interface: the
-//! layers above ask their question here (how much memory this process may
-//! still take) and never read an operating system's files or call its
-//! interfaces themselves. Each system's answers live in a half of their
-//! own (`linux`), used as `os`; a target without one answers "unknown"
-//! (`None`), which callers treat as no limit.
+//! layers above ask their question here and never read an operating
+//! system's files or call its interfaces themselves. Each answer has a half
+//! per system: `unix` (files and disks on any unix), `linux` (its memory
+//! accounting: `/proc`, cgroups) and `windows`. A target without a half for
+//! a question answers "unknown" where it can (`None`: no memory limit
+//! known), and nothing else here says `cfg`.
+//!
+//! A file's identity is the same-file crate's on every system (device and
+//! inode on unix, volume serial and file index on Windows).
 
 #[cfg(target_os = "linux")]
 mod linux;
-#[cfg(target_os = "linux")]
-use linux as os;
+#[cfg(unix)]
+mod unix;
+#[cfg(windows)]
+mod windows;
 
-/// The answers of a target that has no half of its own yet.
-#[cfg(not(target_os = "linux"))]
-mod os {
+#[cfg(unix)]
+use unix as files;
+#[cfg(windows)]
+use windows as files;
+
+#[cfg(target_os = "linux")]
+use linux as memory;
+#[cfg(windows)]
+use windows as memory;
+
+/// The answers of a target with no memory accounting of its own yet.
+#[cfg(not(any(target_os = "linux", windows)))]
+mod memory {
     pub fn available_host_bytes() -> Option<u64> {
         None
     }
 }
 
+use std::fs::File;
+use std::path::Path;
+
 /// Bytes of memory this process can still take without being killed or
-/// refused, as far as the system says; `None` where it says nothing (no
-/// half for this target, or none of its figures could be read).
+/// refused, as far as the system says; `None` where it says nothing.
 ///
-/// On Linux: `MemAvailable`, lowered to what the memory limit of the
-/// process's cgroup and of every cgroup above it (v1 or v2) leaves, and to
-/// what an address-space limit (`ulimit -v`) leaves.
+/// Linux: `MemAvailable`, lowered to what the memory limit of the process's
+/// cgroup and of every cgroup above it (v1 or v2) leaves, and to what an
+/// address-space limit (`ulimit -v`) leaves. Windows: the available
+/// physical memory (`GlobalMemoryStatusEx`), lowered to what a job object's
+/// process or job memory limit leaves.
 pub fn available_host_bytes() -> Option<u64> {
-    os::available_host_bytes()
+    memory::available_host_bytes()
+}
+
+/// A file's (or folder's) identity, to tell whether a path still names the
+/// file it named before. Holds the file open (on Windows with every sharing
+/// flag, so that it can still be renamed or removed).
+pub struct FileId(same_file::Handle);
+
+impl FileId {
+    pub fn of_path(path: &Path) -> std::io::Result<FileId> {
+        same_file::Handle::from_path(path).map(FileId)
+    }
+
+    pub fn of_file(file: &File) -> std::io::Result<FileId> {
+        same_file::Handle::from_file(file.try_clone()?).map(FileId)
+    }
+
+    /// Whether `path` names this file now.
+    pub fn is_at(&self, path: &Path) -> bool {
+        FileId::of_path(path).is_ok_and(|now| now.0 == self.0)
+    }
+}
+
+/// Flushes a folder's entries (a rename or a new file in it) to the disk.
+/// On Windows NTFS journals a folder's entries itself and a folder cannot be
+/// flushed as a file: nothing to do.
+pub fn sync_folder(folder: &Path) -> std::io::Result<()> {
+    files::sync_folder(folder)
+}
+
+/// Takes an exclusive advisory lock on `file` without waiting: whether it
+/// was taken. Others can still read the file (the holder's process id).
+pub fn try_lock(file: &File) -> std::io::Result<bool> {
+    files::try_lock(file)
+}
+
+/// Asks the system to write every dirty page to the disks (benchmarks, so
+/// that one run's write-back is not charged to the next). Best effort.
+pub fn sync_disks() {
+    files::sync_disks()
 }

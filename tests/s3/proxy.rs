@@ -8,9 +8,9 @@
 //!   hole: a stalled load balancer, a half-dead server);
 //! - **flaky**: a share of the requests is answered `503 SlowDown` or
 //!   `500 InternalError` instead of being forwarded;
-//! - **a trigger**: the proxy goes down the moment a request for a key
-//!   ending in a given suffix arrives (a `zarr.json` update), with that
-//!   request never reaching the server.
+//! - **a trigger**: the proxy goes down the moment a chosen request
+//!   arrives (a `zarr.json` update, the completion of a multipart upload),
+//!   with that request never reaching the server.
 //!
 //! Each forwarded request goes on a connection of its own (`Connection:
 //! close` is set on the way), so that every request passes the checks
@@ -33,15 +33,16 @@ pub enum Mode {
 }
 
 type Hook = Box<dyn Fn() + Send + Sync>;
+type Matcher = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 struct State {
     upstream: Option<u16>,
     mode: Mutex<Mode>,
     /// Requests answered with an error instead, per thousand.
     flaky_per_mille: AtomicU64,
-    /// (key suffix, requests for it to let pass first): go down on the
-    /// next one, and call the hook.
-    trigger: Mutex<Option<(String, u64)>>,
+    /// (which request lines, how many of them to let pass first): go down
+    /// on the next one, and call the hook.
+    trigger: Mutex<Option<(Matcher, u64)>>,
     on_trigger: Mutex<Option<Hook>>,
     triggered: AtomicBool,
     /// Every socket of a live connection, to cut them when going down.
@@ -135,11 +136,17 @@ impl Proxy {
         self.state.flaky_per_mille.store(per_mille, SeqCst);
     }
 
-    /// Goes down when the request after the first `pass` for a key ending
-    /// in `suffix` arrives, calling `hook` then (to kill the server too).
-    pub fn down_on(&self, suffix: &str, pass: u64, hook: impl Fn() + Send + Sync + 'static) {
+    /// Goes down when a request whose line (`PUT /bucket/key?query
+    /// HTTP/1.1`) `matches` arrives, after `pass` such requests went
+    /// through, calling `hook` then (to kill the server too).
+    pub fn down_on(
+        &self,
+        matches: impl Fn(&str) -> bool + Send + Sync + 'static,
+        pass: u64,
+        hook: impl Fn() + Send + Sync + 'static,
+    ) {
         *self.state.on_trigger.lock().unwrap() = Some(Box::new(hook));
-        *self.state.trigger.lock().unwrap() = Some((suffix.to_string(), pass));
+        *self.state.trigger.lock().unwrap() = Some((Box::new(matches), pass));
     }
 
     pub fn triggered(&self) -> bool {
@@ -238,16 +245,14 @@ fn serve(mut client: TcpStream, state: Arc<State>) {
     };
     let text = String::from_utf8_lossy(&head).to_string();
     let line = text.lines().next().unwrap_or("").to_string();
-    let path = line.split(' ').nth(1).unwrap_or("").to_string();
-    let key = path.split('?').next().unwrap_or("");
     state.requests.fetch_add(1, SeqCst);
     if stalled() {
         hold(&client, &state);
         return;
     }
     let mut trigger = state.trigger.lock().unwrap();
-    if let Some((suffix, pass)) = trigger.as_mut() {
-        if key.ends_with(suffix.as_str()) && line.starts_with("PUT ") {
+    if let Some((matches, pass)) = trigger.as_mut() {
+        if matches(&line) {
             if *pass == 0 {
                 *trigger = None;
                 drop(trigger);

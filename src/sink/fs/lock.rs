@@ -1,11 +1,12 @@
 //! Exclusive ownership of a store while a stream (or a recovery) works on
-//! it: an advisory `flock` on a lock file inside the store, holding the
-//! owner's process id so that a refused second writer can name it.
+//! it: an advisory lock on a lock file inside the store (`flock` on unix, a
+//! byte-range lock on Windows), holding the owner's process id so that a
+//! refused second writer can name it.
 
 use crate::error::{Error, Result};
+use crate::platform::{self, FileId};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the store folder. Zarr readers ignore it.
@@ -32,7 +33,7 @@ impl StoreLock {
                 .truncate(false)
                 .open(&path)
                 .map_err(|e| Error::io("opening the store's lock file", &path, e))?;
-            if !try_flock(&file).map_err(|e| Error::io("locking the store", &path, e))? {
+            if !platform::try_lock(&file).map_err(|e| Error::io("locking the store", &path, e))? {
                 return Err(Error::Exists {
                     path: root.to_path_buf(),
                     reason: format!(
@@ -41,10 +42,7 @@ impl StoreLock {
                     ),
                 });
             }
-            let still_there = match (file.metadata(), fs::metadata(&path)) {
-                (Ok(held), Ok(now)) => held.ino() == now.ino() && held.dev() == now.dev(),
-                _ => false,
-            };
+            let still_there = FileId::of_file(&file).is_ok_and(|held| held.is_at(&path));
             if still_there {
                 let mut lock = StoreLock { file, path };
                 lock.record_pid()?;
@@ -72,15 +70,6 @@ impl Drop for StoreLock {
     fn drop(&mut self) {
         // Removed while still held, so that no one locks the old file.
         let _ = fs::remove_file(&self.path);
-    }
-}
-
-/// An exclusive `flock` without waiting: whether it was taken.
-fn try_flock(file: &File) -> std::io::Result<bool> {
-    match file.try_lock() {
-        Ok(()) => Ok(true),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
 

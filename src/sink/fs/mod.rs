@@ -23,12 +23,12 @@ use super::{ShardSink, SharedAttributes, StreamHooks};
 use crate::config::Validated;
 use crate::error::{Error, Result};
 use crate::metadata::{self, Document};
+use crate::platform::{self, FileId};
 use crate::shard::Shard;
 use flusher::Flusher;
 use lock::StoreLock;
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub struct FsStore {
     root: PathBuf,
     /// (device, inode) of the store folder: a different one at `root`
     /// means the folder was replaced.
-    identity: (u64, u64),
+    identity: FileId,
     fsync: bool,
     /// With `fsync`: flushes shard files on threads of its own.
     flusher: Option<Flusher>,
@@ -118,11 +118,11 @@ impl FsStore {
         if existed {
             ownership::clear_old_store(root)?;
         }
-        let meta = fs::metadata(root).map_err(|e| Error::io("reading", root, e))?;
+        let identity = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
         let planes = metadata::level_planes(v, 0);
         let mut s = FsStore {
             root: root.to_path_buf(),
-            identity: (meta.dev(), meta.ino()),
+            identity,
             fsync,
             flusher: if fsync { Some(Flusher::new()?) } else { None },
             config: v.clone(),
@@ -196,10 +196,7 @@ impl FsStore {
     /// The store folder must still be the one created: writing on into a
     /// new folder at the same path would make a store without metadata.
     fn check_folder(&self) -> Result<()> {
-        let same = fs::metadata(&self.root)
-            .map(|m| (m.dev(), m.ino()) == self.identity)
-            .unwrap_or(false);
-        if same {
+        if self.identity.is_at(&self.root) {
             return Ok(());
         }
         Err(Error::io(
@@ -358,9 +355,7 @@ fn write_temporary(path: &Path, parts: &[&[u8]]) -> Result<(fs::File, PathBuf)> 
 /// Flushes a folder's entries (a rename or a new file in it) to the disk.
 fn sync_folder(folder: &Path) -> Result<()> {
     SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
-    fs::File::open(folder)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| Error::io("syncing folder", folder, e))
+    platform::sync_folder(folder).map_err(|e| Error::io("syncing folder", folder, e))
 }
 
 /// Creates `root` and any missing parents; returns the topmost folder it

@@ -1,0 +1,51 @@
+//! The Windows half: files, disks and memory, through windows-sys.
+
+mod memory;
+
+pub use memory::available_host_bytes;
+
+use std::fs::File;
+use std::os::windows::io::AsRawHandle;
+use std::path::Path;
+use windows_sys::Win32::Foundation::{ERROR_LOCK_VIOLATION, HANDLE};
+use windows_sys::Win32::Storage::FileSystem::{
+    LockFileEx, LOCKFILE_EXCLUSIVE_LOCK, LOCKFILE_FAIL_IMMEDIATELY,
+};
+use windows_sys::Win32::System::IO::OVERLAPPED;
+
+/// NTFS journals a folder's entries (a rename, a new file) itself, and a
+/// folder handle cannot be flushed: nothing to do.
+pub fn sync_folder(_folder: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// The locked range: one byte far past any data. Windows' byte-range locks
+/// are mandatory (a locked byte cannot be read by another process), so the
+/// lock stays clear of the process id written at the start of the file.
+const LOCK_OFFSET: u64 = 1 << 62;
+
+pub fn try_lock(file: &File) -> std::io::Result<bool> {
+    // SAFETY: OVERLAPPED is plain data; all zeros is its documented
+    // initial state before the offset is set.
+    let mut at: OVERLAPPED = unsafe { std::mem::zeroed() };
+    at.Anonymous.Anonymous.Offset = LOCK_OFFSET as u32;
+    at.Anonymous.Anonymous.OffsetHigh = (LOCK_OFFSET >> 32) as u32;
+    let flags = LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY;
+    // SAFETY: the handle is the open file's, valid while `file` lives; the
+    // OVERLAPPED outlives the call, which does not wait (FAIL_IMMEDIATELY
+    // on a handle opened for synchronous I/O). The lock goes with the
+    // handle when the file is closed.
+    let ok = unsafe { LockFileEx(file.as_raw_handle() as HANDLE, flags, 0, 1, 0, &mut at) };
+    if ok != 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(code) if code == ERROR_LOCK_VIOLATION as i32 => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// Windows has no call that flushes every volume for an unprivileged
+/// process: a benchmark's files are flushed one by one instead.
+pub fn sync_disks() {}
