@@ -316,6 +316,7 @@ fn matrix(mut b: Backend, tmp: &Path) {
         }
         let t = Instant::now();
         case(&mut b, tmp);
+        b.proxy.disarm();
         b.back();
         eprintln!("=== {}: {name}: {:.2?}", b.name, t.elapsed());
     }

@@ -145,8 +145,15 @@ impl Proxy {
         pass: u64,
         hook: impl Fn() + Send + Sync + 'static,
     ) {
+        self.state.triggered.store(false, SeqCst);
         *self.state.on_trigger.lock().unwrap() = Some(Box::new(hook));
         *self.state.trigger.lock().unwrap() = Some((Box::new(matches), pass));
+    }
+
+    /// Forgets a trigger that has not fired.
+    pub fn disarm(&self) {
+        *self.state.trigger.lock().unwrap() = None;
+        self.state.triggered.store(false, SeqCst);
     }
 
     pub fn triggered(&self) -> bool {
