@@ -142,11 +142,15 @@ fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.proxy.triggered() {
-        assert!(
-            Instant::now() < deadline,
-            "{}: no multipart upload completed",
-            b.name
-        );
+        if Instant::now() > deadline {
+            let (_, planes, e) = cam.join();
+            panic!(
+                "{}: no completion of a multipart upload seen ({:?} requests, injected \
+                 errors); the camera wrote {planes} planes, its error: {e:?}",
+                b.name,
+                b.proxy.counts()
+            );
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
     let killed = Instant::now();

@@ -167,10 +167,12 @@ impl Backend {
     }
 }
 
+/// A case's configuration: 256 MiB of staging, less than a case writes of
+/// the big shards, so that shards go up while the camera runs.
 pub fn config(dtype: &str, dims: &str, store: &str) -> Config {
     let json = format!(
         r#"{{"dtype": "{dtype}", "dimensions": {dims}, "codec": {{"name": "zstd", "level": 1}},
-            "backend": "cpu", "threads": 2, "store": {store}}}"#
+            "backend": "cpu", "threads": 2, "staging_bytes": 268435456, "store": {store}}}"#
     );
     Config::from_json(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
 }

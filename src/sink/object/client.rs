@@ -64,7 +64,7 @@ pub const RETRIES: usize = 6;
 /// server that does not answer is reported at once) and the aborts of
 /// failed multipart uploads (cleaning up after a failure, most likely on a
 /// server that is gone; tried again at the flush and at destroy).
-pub const QUICK_RETRIES: usize = 1;
+pub const QUICK_RETRIES: usize = 3;
 
 /// The process's TLS provider for the client (ring), unless the host
 /// program installed one already.
