@@ -44,7 +44,7 @@ pub type Leftovers = Arc<Mutex<Vec<(Path, MultipartId)>>>;
 #[derive(Clone)]
 pub struct Uploads {
     pub s3: Arc<AmazonS3>,
-    /// The same client with one retry per request, for aborts.
+    /// The same client with a few quick retries per request, for aborts.
     pub quick: Arc<AmazonS3>,
     /// The store's URL up to the bucket: `s3://bucket/`.
     pub bucket_url: String,
