@@ -14,8 +14,10 @@
 #    tiledzarr.def, from which the MSVC import library tiledzarr.lib is made
 # 4. under Wine: the library's tests and the integration tests that run
 #    there (the others are listed with the reason)
-# 5. the C examples built with MinGW against the DLL, run under Wine, and
-#    their stores read back on Linux by zarr-python and tensorstore
+# 5. the release zip (scripts/package-windows.sh); the C and C++ examples
+#    built with MinGW and CMake against its find_package(TiledZarr), shared
+#    and static, run under Wine, and their stores read back on Linux by
+#    zarr-python, tensorstore and the OME-NGFF checks
 #
 # Environment: TZ_PY, the venv's python for the read-back (default: from
 # scripts/setup-python.sh).
@@ -34,6 +36,7 @@ fi
 mkdir -p "$work"
 
 step "toolchain"
+scripts/setup-tools.sh
 scripts/setup-windows.sh
 target=x86_64-pc-windows-gnu
 profile=wine
@@ -98,6 +101,9 @@ if [[ -n "$bad" ]]; then
     printf 'tiledzarr.dll imports DLLs a Windows machine may lack:\n%s\n' "$bad" >&2
     exit 1
 fi
+# A static link needs the same system libraries (MinGW's import libraries).
+printf '%s\n' "$imports" | tr 'A-Z' 'a-z' | grep -v '^api-ms-' | sed 's/\.dll$//' |
+    paste -sd';' >"$out/native-static-libs.txt"
 
 step "exports against the header; tiledzarr.def and the MSVC import library tiledzarr.lib"
 header_fns=$(grep -oE '\btz_[a-z0-9_]+\(' include/tiledzarr.h | tr -d '(' | sort -u)
@@ -129,22 +135,47 @@ for name in "${!not_under_wine[@]}"; do
 done
 ((failed == 0 && passed > 0))
 
-step "the C examples with MinGW against tiledzarr.dll, run under Wine, read back on Linux"
+step "the release zip"
+zip=$(scripts/package-windows.sh "$out" "$work/dist" | tail -1)
+python3 -m zipfile -l "$zip" >&2
+release="$work/release"
+python3 -m zipfile -e "$zip" "$release"
+release=$(echo "$release"/tiledzarr-*)
+
 PY=${TZ_PY:-$(scripts/setup-python.sh | tail -1)}
-mkdir -p "$work/c"
-cp "$out/tiledzarr.dll" "$work/c/"
-for ex in stream_to_store callback_sink ome_pyramid; do
-    x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -static-libgcc \
-        -Iinclude "examples/c/$ex.c" -o "$work/c/$ex.exe" -L"$out" -ltiledzarr -static -Wl,-Bdynamic
+# The consumer's own MinGW runtime, beside its programs (tiledzarr.dll needs
+# none of it).
+mingw_runtime=()
+for dll in libstdc++-6.dll libgcc_s_seh-1.dll libwinpthread-1.dll; do
+    mingw_runtime+=("$(x86_64-w64-mingw32-g++-posix -print-file-name="$dll")")
 done
-(
-    cd "$work/c"
-    wine stream_to_store.exe s.zarr s.raw
-    wine callback_sink.exe cb.zarr cb.raw
-    wine ome_pyramid.exe ome.zarr ome.raw ome.json
-)
-"$PY" tests/readback/check_store.py --store "$work/c/s.zarr" --raw "$work/c/s.raw" --dtype uint16 --shape 40,300,260
-"$PY" tests/readback/check_store.py --store "$work/c/cb.zarr" --raw "$work/c/cb.raw" --dtype uint16 --shape 37,300,260
-"$PY" tests/readback/check_ome.py --store "$work/c/ome.zarr" --raw "$work/c/ome.raw" --config "$work/c/ome.json"
+for kind in shared static; do
+    step "the examples with MinGW and find_package(TiledZarr) ($kind), under Wine, read back on Linux"
+    static=OFF; [[ $kind == static ]] && static=ON
+    bin="$work/ds-$kind"
+    cmake -S tests/downstream -B "$bin" -DCMAKE_SYSTEM_NAME=Windows \
+        -DCMAKE_C_COMPILER=x86_64-w64-mingw32-gcc-posix -DCMAKE_CXX_COMPILER=x86_64-w64-mingw32-g++-posix \
+        -DCMAKE_PREFIX_PATH="$release" -DTiledZarr_USE_STATIC=$static >/dev/null
+    cmake --build "$bin" >/dev/null
+    links=$(x86_64-w64-mingw32-objdump -p "$bin/stream_to_store.exe" | sed -n 's/^\s*DLL Name: //p')
+    if [[ $kind == static ]]; then
+        ! grep -qi tiledzarr <<<"$links" || { echo "the static build imports tiledzarr.dll" >&2; exit 1; }
+    else
+        grep -qi '^tiledzarr.dll$' <<<"$links" || { echo "the shared build does not import tiledzarr.dll" >&2; exit 1; }
+        cp "$release/bin/tiledzarr.dll" "$bin/"
+    fi
+    cp "${mingw_runtime[@]}" "$bin/"
+    (
+        cd "$bin"
+        wine stream_to_store.exe s.zarr s.raw
+        wine callback_sink.exe cb.zarr cb.raw
+        wine ome_pyramid.exe ome.zarr ome.raw ome.json
+        wine acquire_cpp.exe cpp.zarr --frames 48 --fps 400 --width 256 --height 192
+    ) >"$work/ds-$kind.log" 2>&1 || { cat "$work/ds-$kind.log" >&2; exit 1; }
+    "$PY" tests/readback/check_store.py --store "$bin/s.zarr" --raw "$bin/s.raw" --dtype uint16 --shape 40,300,260
+    "$PY" tests/readback/check_store.py --store "$bin/cb.zarr" --raw "$bin/cb.raw" --dtype uint16 --shape 37,300,260
+    "$PY" tests/readback/check_ome.py --store "$bin/ome.zarr" --raw "$bin/ome.raw" --config "$bin/ome.json"
+    "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$bin/cpp.zarr"
+done
 
 step "windows: all passed in $(($(date +%s) - started)) s"
