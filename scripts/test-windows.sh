@@ -86,7 +86,10 @@ for t in "${wine_tests[@]}"; do test_args+=(--test "$t"); done
 
 step "build: tiledzarr.dll, libtiledzarr.dll.a, libtiledzarr.a and the test programs"
 t0=$(date +%s)
-"${cargo[@]}" test "${build[@]}" --no-run "${test_args[@]}"
+# One feature resolution for the DLL and the tests: `cargo build` makes the
+# DLL and the integration tests, `cargo test` below adds the library's own
+# test program; the dependencies are built once.
+"${cargo[@]}" build "${build[@]}" "${test_args[@]}"
 echo "built in $(($(date +%s) - t0)) s" >&2
 for f in tiledzarr.dll libtiledzarr.dll.a libtiledzarr.a; do
     [[ -f "$out/$f" ]] || { echo "missing $out/$f" >&2; exit 1; }
@@ -125,7 +128,13 @@ x86_64-w64-mingw32-dlltool -m i386:x86-64 -d "$out/tiledzarr.def" -D tiledzarr.d
 
 step "tests under Wine"
 # The stores some tests write land under the prefix's temp folder.
-"${cargo[@]}" test "${build[@]}" "${test_args[@]}" 2>&1 | tee "$work/wine-tests.log" |
+# Left out by name: 66 streams written through retry loops whose 200 us
+# sleeps last a whole Windows timer tick (over 5 minutes under Wine; it runs
+# on Linux).
+skip_under_wine=(every_dtype_round_trips_over_random_shapes)
+skip_args=()
+for t in "${skip_under_wine[@]}"; do skip_args+=(--skip "$t"); done
+"${cargo[@]}" test "${build[@]}" "${test_args[@]}" -- "${skip_args[@]}" 2>&1 | tee "$work/wine-tests.log" |
     grep -E '^(test result|running|error|thread .* panicked)' >&2
 passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$work/wine-tests.log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$work/wine-tests.log")
@@ -133,6 +142,7 @@ echo "under Wine: $passed tests passed, $failed failed" >&2
 for name in "${!not_under_wine[@]}"; do
     echo "not under Wine: tests/$name.rs (${not_under_wine[$name]})" >&2
 done
+echo "not under Wine: ${skip_under_wine[*]} (Windows timer ticks in its retry loops)" >&2
 ((failed == 0 && passed > 0))
 
 step "the release zip"

@@ -2,7 +2,6 @@
 //! limit, a second writer, a kill -9): the test binary runs one of its own
 //! tests again as a child, which finds its role in `TZ_TEST_CHILD`.
 
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 const ROLE: &str = "TZ_TEST_CHILD";
@@ -35,6 +34,14 @@ pub fn command(test: &str, role: &str, env: &[(&str, String)], limits: Limits) -
     for (k, v) in env {
         cmd.env(k, v);
     }
+    set_limits(&mut cmd, limits);
+    cmd
+}
+
+/// Sets `limits` in the child before it starts (setrlimit after fork).
+#[cfg(unix)]
+fn set_limits(cmd: &mut Command, limits: Limits) {
+    use std::os::unix::process::CommandExt;
     let set = move || -> std::io::Result<()> {
         let limit = |resource, bytes: u64| {
             let l = libc::rlimit {
@@ -59,7 +66,16 @@ pub fn command(test: &str, role: &str, env: &[(&str, String)], limits: Limits) -
     };
     // SAFETY: the closure only makes async-signal-safe system calls.
     unsafe { cmd.pre_exec(set) };
-    cmd
+}
+
+/// Resource limits are unix's: the tests that need them do not run on
+/// Windows (scripts/test-windows.sh lists them).
+#[cfg(not(unix))]
+fn set_limits(_cmd: &mut Command, limits: Limits) {
+    assert!(
+        limits.address_space.is_none() && limits.file_size.is_none(),
+        "resource limits need unix"
+    );
 }
 
 /// Runs the child to its end; panics with its output unless it exited 0.
