@@ -32,8 +32,24 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#ifdef _WIN32
+#include <direct.h>
+#include <windows.h>
+#endif
 
 #include "tiledzarr.h"
+
+/* The two calls that differ on Windows: mkdir takes no mode there, and
+ * rename does not replace an existing file (zarr.json is rewritten). */
+#ifdef _WIN32
+#define make_folder(path) _mkdir(path)
+static int replace_file(const char *from, const char *to) {
+    return MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING) ? 0 : -1;
+}
+#else
+#define make_folder(path) mkdir(path, 0777)
+static int replace_file(const char *from, const char *to) { return rename(from, to); }
+#endif
 
 #define FRAMES 37
 #define HEIGHT 300
@@ -108,7 +124,7 @@ static int check_index(const tz_shard *shard, char *why, size_t why_len) {
 }
 
 static int make_dir(const char *path) {
-    return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
+    return make_folder(path) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* Writes the parts to path through "<path>.partial", renamed into place, so
@@ -136,7 +152,7 @@ static int write_file(const char *path, const void *a, size_t na, const void *b,
         remove(tmp);
         return -1;
     }
-    if (rename(tmp, path) != 0) {
+    if (replace_file(tmp, path) != 0) {
         snprintf(why, why_len, "renaming %s into place: %s", path, strerror(errno));
         remove(tmp);
         return -1;
@@ -228,7 +244,7 @@ static int write_metadata(const char *root, char *why, size_t why_len) {
 
 /* Creates the store folder: it must not exist, or be an empty folder. */
 static int create_root(const char *root) {
-    if (mkdir(root, 0777) == 0) return 0;
+    if (make_folder(root) == 0) return 0;
     if (errno != EEXIST) {
         fprintf(stderr, "creating %s: %s\n", root, strerror(errno));
         return -1;
