@@ -132,13 +132,8 @@ fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     // A few shards in, then down the moment an upload's parts are all in
     // and its completion is asked for: the upload holds every part.
     let completions = rng.range(0, 4);
-    let s3fs_pid = b.s3fs.as_ref().map(|s| s.pid());
     let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
-    b.proxy.down_on(completion, completions, move || {
-        if let Some(pid) = s3fs_pid {
-            server::kill_pid(pid);
-        }
-    });
+    b.die_on(completion, completions);
     let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.proxy.triggered() {
@@ -167,13 +162,8 @@ fn kill_during_metadata_update(b: &mut Backend, tmp: &Path) {
     let s = Stream::new(&config("uint16", SMALL, &b.store(prefix, "")), None).unwrap();
     // The first zarr.json is create's; let a few updates pass.
     let pass = rng.range(1, 6);
-    let s3fs_pid = b.s3fs.as_ref().map(|s| s.pid());
     let zarr_json = |line: &str| line.starts_with("PUT ") && line.contains("/zarr.json ");
-    b.proxy.down_on(zarr_json, pass, move || {
-        if let Some(pid) = s3fs_pid {
-            server::kill_pid(pid);
-        }
-    });
+    b.die_on(zarr_json, pass);
     let g = Generator::new(Pattern::Random, DType::Uint16, &FRAME, 9);
     let cam = Camera::start(s, g.clone(), 400, 400, rng.next());
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -126,6 +126,17 @@ impl Backend {
         }
     }
 
+    /// The server dies (as `kill`) the moment a request whose line
+    /// `matches` arrives, after `pass` such requests went through.
+    pub fn die_on(&self, matches: impl Fn(&str) -> bool + Send + Sync + 'static, pass: u64) {
+        let s3fs_pid = self.s3fs.as_ref().map(|s| s.pid());
+        self.proxy.down_on(matches, pass, move || {
+            if let Some(pid) = s3fs_pid {
+                server::kill_pid(pid);
+            }
+        });
+    }
+
     /// The server comes back with what it held.
     pub fn back(&mut self) {
         if let Some(s) = &mut self.s3fs {
