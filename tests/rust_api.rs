@@ -151,3 +151,36 @@ fn a_timeout_too_long_to_reach_means_no_limit() {
     let summary = s.finish().unwrap();
     assert_eq!(summary.metrics.bytes_in, data.len() as u64);
 }
+
+/// Without an NVIDIA driver, `backend: "gpu"` fails naming the driver's
+/// library as this system's loader names it (`libcuda.so.1`, Windows:
+/// `nvcuda.dll`), and `auto` falls back to the CPU saying why. Where the
+/// driver loads, there is nothing to check.
+#[test]
+fn without_a_driver_the_gpu_backend_names_the_library() {
+    let driver = if cfg!(windows) {
+        "nvcuda.dll"
+    } else {
+        "libcuda.so.1"
+    };
+    let with = |backend: &str| {
+        let json = SMALL.replacen('{', &format!(r#"{{"backend": "{backend}", "#), 1);
+        Config::from_json(&json).unwrap()
+    };
+    let sink = || Some(Box::new(tiledzarr::sink::Discard) as Box<dyn tiledzarr::sink::ShardSink>);
+    let e = match Stream::new(&with("gpu"), sink()) {
+        Err(e) if e.to_string().contains("no NVIDIA driver") => e.to_string(),
+        other => {
+            let what = other
+                .err()
+                .map_or("a GPU is usable".into(), |e| e.to_string());
+            eprintln!("the NVIDIA driver loads here: nothing to check ({what})");
+            return;
+        }
+    };
+    assert!(e.contains(driver), "{e}");
+    let s = Stream::new(&with("auto"), sink()).unwrap();
+    let (kind, reason) = s.backend();
+    assert_eq!(kind, tiledzarr::backend::BackendKind::Cpu);
+    assert!(reason.contains(driver), "{reason}");
+}

@@ -37,6 +37,9 @@ mod memory {
 use std::fs::File;
 use std::path::Path;
 
+/// The NVIDIA driver's library, as the system's loader names it.
+pub const CUDA_DRIVER: &str = files::CUDA_DRIVER;
+
 /// Bytes of memory this process can still take without being killed or
 /// refused, as far as the system says; `None` where it says nothing.
 ///

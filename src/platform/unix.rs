@@ -1,6 +1,8 @@
 //! The unix half of files and disks.
 
 use std::fs::File;
+
+pub const CUDA_DRIVER: &str = "libcuda.so.1";
 use std::path::Path;
 
 pub fn sync_folder(folder: &Path) -> std::io::Result<()> {

@@ -13,6 +13,8 @@ use windows_sys::Win32::Storage::FileSystem::{
 };
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
+pub const CUDA_DRIVER: &str = "nvcuda.dll";
+
 /// NTFS journals a folder's entries (a rename, a new file) itself, and a
 /// folder handle cannot be flushed: nothing to do.
 pub fn sync_folder(_folder: &Path) -> std::io::Result<()> {

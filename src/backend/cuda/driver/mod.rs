@@ -26,11 +26,10 @@ pub fn gpu_err(stage: &'static str, e: impl std::fmt::Display) -> Error {
 pub fn driver_present() -> Result<(), String> {
     // SAFETY: loading the driver library runs its initialisers, which is
     // what any use of CUDA does; the handle is dropped at once.
-    match unsafe { libloading::Library::new("libcuda.so.1") } {
+    let name = crate::platform::CUDA_DRIVER;
+    match unsafe { libloading::Library::new(name) } {
         Ok(_) => Ok(()),
-        Err(e) => Err(format!(
-            "no NVIDIA driver: libcuda.so.1 cannot be loaded ({e})"
-        )),
+        Err(e) => Err(format!("no NVIDIA driver: {name} cannot be loaded ({e})")),
     }
 }
 
