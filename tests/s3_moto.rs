@@ -69,17 +69,6 @@ fn download(srv: &Moto, bucket: &str, prefix: &str, dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Decodes the store copied into `dir` and compares it with `data` padded
-/// to whole planes.
-fn check_store(dir: &Path, shape: &[u64], dtype: DType, data: &[u8]) {
-    let (got_shape, got_type, got) = support::decode::decode_store(dir).unwrap();
-    assert_eq!(got_shape, shape, "{}", dir.display());
-    assert_eq!(got_type, dtype.name());
-    let mut want = data.to_vec();
-    want.resize(got.len(), 0);
-    assert!(got == want, "{}: the data differ", dir.display());
-}
-
 #[test]
 fn stores_round_trip_through_moto() {
     let Some(py) = moto::python("stores_round_trip_through_moto") else {
@@ -123,7 +112,7 @@ fn stores_round_trip_through_moto() {
         serde_json::from_slice(&srv.get("acq", "runs/small.zarr/zarr.json").unwrap()).unwrap();
     assert_eq!(meta["shape"], serde_json::json!([14, 45, 70]));
     assert_eq!(srv.get("acq", "runs/small.zarr/nothing"), None);
-    check_store(&dir, &[14, 45, 70], DType::Uint16, &data);
+    support::check_store(&dir, &[14, 45, 70], DType::Uint16, &data);
     assert_eq!(srv.list_multipart_uploads("acq"), vec![]);
 
     // One plane per shard of 4096 x 2048 uint32, uncompressed: 32 MiB
@@ -146,7 +135,7 @@ fn stores_round_trip_through_moto() {
     let mut keys = download(&srv, "acq", "big.zarr/", &dir);
     keys.sort();
     assert_eq!(keys, ["c/0/0/0", "c/1/0/0", "zarr.json"]);
-    check_store(&dir, &[2, 4096, 2048], DType::Uint32, &data);
+    support::check_store(&dir, &[2, 4096, 2048], DType::Uint32, &data);
     assert_eq!(srv.list_multipart_uploads("acq"), vec![]);
     // The server saw multipart uploads (CreateMultipartUpload is a POST
     // with `?uploads`), not single PUTs.

@@ -42,17 +42,6 @@ fn stream_all(s: &mut Stream, data: &[u8]) {
     }
 }
 
-/// Decodes the store under `dir` (the server's file for each object) and
-/// compares it with `data` padded to whole planes.
-fn check_store(dir: &Path, shape: &[u64], dtype: DType, data: &[u8]) {
-    let (got_shape, got_type, got) = support::decode::decode_store(dir).unwrap();
-    assert_eq!(got_shape, shape, "{}", dir.display());
-    assert_eq!(got_type, dtype.name());
-    let mut want = data.to_vec();
-    want.resize(got.len(), 0);
-    assert!(got == want, "{}: the data differ", dir.display());
-}
-
 #[test]
 fn round_trips_decode_from_the_server() {
     let Some(bin) = server::binary("round_trips_decode_from_the_server") else {
@@ -80,7 +69,7 @@ fn round_trips_decode_from_the_server() {
     assert_eq!(m.uploads_in_flight, 0);
     assert!(m.objects_uploaded > m.shards, "{m:?}");
     assert!(m.bytes_uploaded > m.bytes_out, "{m:?}");
-    check_store(
+    support::check_store(
         &bucket.join("runs/small.zarr"),
         &[14, 45, 70],
         DType::Uint16,
@@ -100,7 +89,7 @@ fn round_trips_decode_from_the_server() {
     let mut s = Stream::new(&c, None).unwrap();
     stream_all(&mut s, &data);
     s.finish().unwrap();
-    check_store(
+    support::check_store(
         &bucket.join("big.zarr"),
         &[3, 4096, 2048],
         DType::Uint32,
@@ -146,14 +135,14 @@ fn overwrite_follows_the_filesystem_store_rules() {
     let mut s = Stream::new(&make(true), None).unwrap();
     stream_all(&mut s, &second);
     s.finish().unwrap();
-    check_store(&bucket.join("a.zarr"), &[2, 8], DType::Uint8, &second);
+    support::check_store(&bucket.join("a.zarr"), &[2, 8], DType::Uint8, &second);
     // A file the library does not write: overwrite refuses, removes nothing.
     std::fs::write(bucket.join("a.zarr/notes.txt"), "mine").unwrap();
     match Stream::new(&make(true), None) {
         Err(Error::Exists { reason, .. }) => assert!(reason.contains("notes.txt"), "{reason}"),
         other => panic!("expected Exists, got {:?}", other.err()),
     }
-    check_store(&bucket.join("a.zarr"), &[2, 8], DType::Uint8, &second);
+    support::check_store(&bucket.join("a.zarr"), &[2, 8], DType::Uint8, &second);
 }
 
 #[test]
@@ -379,7 +368,7 @@ fn server_killed_mid_stream_poisons_naming_the_key_and_leaves_no_upload() {
     let g = Generator::new(Pattern::Random, DType::Uint32, &[4096, 2048], 11);
     let mut data = vec![0u8; g.frame_bytes() * planes as usize];
     g.fill_frames(0, &mut data);
-    check_store(&copy, &[planes, 4096, 2048], DType::Uint32, &data);
+    support::check_store(&copy, &[planes, 4096, 2048], DType::Uint32, &data);
 }
 
 /// Stores for zarr-python (through s3fs) and tensorstore's `s3` kvstore:

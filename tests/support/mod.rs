@@ -5,8 +5,21 @@
 
 pub mod decode;
 
+use std::path::Path;
 use tiledzarr::config::{Cname, Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::Layout;
+use tiledzarr::DType;
+
+/// Decodes the store in the folder `dir` (a server's folder, or objects
+/// copied into one) and compares it with `data` padded to whole planes.
+pub fn check_store(dir: &Path, shape: &[u64], dtype: DType, data: &[u8]) {
+    let (got_shape, got_type, got) = decode::decode_store(dir).unwrap();
+    assert_eq!(got_shape, shape, "{}", dir.display());
+    assert_eq!(got_type, dtype.name());
+    let mut want = data.to_vec();
+    want.resize(got.len(), 0);
+    assert!(got == want, "{}: the data differ", dir.display());
+}
 
 /// The decoder's view of a layout written by the library, with `planes`
 /// planes along dimension 0 (its size when the array is unbounded).
