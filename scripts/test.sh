@@ -26,6 +26,7 @@
 #
 # The Windows build and its tests under Wine run apart, for now:
 # scripts/test-windows.sh (about 20 minutes on two cores from cold).
+#
 # Set-up included: cmake, pkg-config and valgrind where missing
 # (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh), the
 # S3 server (scripts/setup-s3-server.sh).
