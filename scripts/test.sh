@@ -23,9 +23,10 @@
 # 8. the Python package (scripts/test-python.sh): the wheel built with
 #    maturin, installed into a fresh venv with `pip install dist/*.whl`, its
 #    pytest suite run outside the source tree, the example script read back
-#
-# The Windows build and its tests under Wine run apart, for now:
-# scripts/test-windows.sh (about 20 minutes on two cores from cold).
+# 9. Windows (scripts/test-windows.sh): the DLL, its import libraries and the
+#    release zip cross-built with MinGW-w64; the library's tests and the C API
+#    round trips under Wine; the C and C++ examples built with CMake against
+#    the zip's package, run under Wine, their stores read back on Linux
 #
 # Set-up included: cmake, pkg-config and valgrind where missing
 # (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh), the
@@ -262,5 +263,8 @@ step "Python ctypes client (a foreign runtime loading the .so)"
 # it would make them rebuild the library.
 step "Python package: wheel, fresh venv, pytest, example"
 scripts/test-python.sh "$work/python"
+
+step "Windows: cross-built, tested under Wine (scripts/test-windows.sh)"
+TZ_PY="$PY" scripts/test-windows.sh "$work/windows"
 
 step "all tests passed"
