@@ -26,15 +26,6 @@ fn config(dtype: &str, dims: &str, codec: &str, url: &str, endpoint: &str) -> Co
     Config::from_json(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
 }
 
-/// Frames of `planes` planes of `frame` (and `extra` elements more).
-fn frames(dtype: DType, frame: &[u64], planes: u64, extra: usize, pattern: Pattern) -> Vec<u8> {
-    let g = Generator::new(pattern, dtype, frame, 7);
-    let mut v = vec![0u8; g.frame_bytes() * planes as usize];
-    g.fill_frames(0, &mut v);
-    v.extend(std::iter::repeat_n(0x5a, extra * dtype.size()));
-    v
-}
-
 /// Streams `data` with `try_write` (as a camera would: what the stream
 /// does not take now is offered again) and finishes.
 fn write_store(c: &Config, data: &[u8]) -> tiledzarr::Summary {
@@ -84,7 +75,7 @@ fn stores_round_trip_through_moto() {
     // with a trailing partial plane.
     let dims = r#"[{"size": 0, "tile": 4, "tiles_per_shard": 2},
         {"size": 45, "tile": 16, "tiles_per_shard": 2}, {"size": 70, "tile": 32, "tiles_per_shard": 2}]"#;
-    let data = frames(DType::Uint16, &[45, 70], 13, 40, Pattern::Microscopy);
+    let data = support::frames(DType::Uint16, &[45, 70], 13, 40, Pattern::Microscopy);
     let c = config(
         "uint16",
         dims,
@@ -119,7 +110,7 @@ fn stores_round_trip_through_moto() {
     // shards, above the single-PUT size, each a multipart upload.
     let dims = r#"[{"size": 2, "tile": 1, "tiles_per_shard": 1},
         {"size": 4096, "tile": 1024, "tiles_per_shard": 4}, {"size": 2048, "tile": 1024, "tiles_per_shard": 2}]"#;
-    let data = frames(DType::Uint32, &[4096, 2048], 2, 0, Pattern::Random);
+    let data = support::frames(DType::Uint32, &[4096, 2048], 2, 0, Pattern::Random);
     let c = config(
         "uint32",
         dims,

@@ -27,15 +27,6 @@ fn s3(url: &str, endpoint: &str, extra: &str) -> String {
     format!(r#"{{"url": "{url}", "endpoint": "{endpoint}"{extra}}}"#)
 }
 
-/// Frames of `planes` planes (and `extra` elements more) of `shape[1..]`.
-fn frames(dtype: DType, frame: &[u64], planes: u64, extra: usize, pattern: Pattern) -> Vec<u8> {
-    let g = Generator::new(pattern, dtype, frame, 7);
-    let mut v = vec![0u8; g.frame_bytes() * planes as usize];
-    g.fill_frames(0, &mut v);
-    v.extend(std::iter::repeat_n(0x5a, extra * dtype.size()));
-    v
-}
-
 fn stream_all(s: &mut Stream, data: &[u8]) {
     for piece in data.chunks(1 << 20) {
         assert_eq!(s.write_blocking(piece, None).unwrap(), piece.len());
@@ -53,7 +44,7 @@ fn round_trips_decode_from_the_server() {
     // Unbounded, ragged, a trailing partial plane: small shards, one PUT each.
     let dims = r#"[{"size": 0, "tile": 4, "tiles_per_shard": 2},
         {"size": 45, "tile": 16, "tiles_per_shard": 2}, {"size": 70, "tile": 32, "tiles_per_shard": 2}]"#;
-    let data = frames(DType::Uint16, &[45, 70], 13, 40, Pattern::Microscopy);
+    let data = support::frames(DType::Uint16, &[45, 70], 13, 40, Pattern::Microscopy);
     let c = config(
         "uint16",
         dims,
@@ -79,7 +70,7 @@ fn round_trips_decode_from_the_server() {
     // A shard of 32 MiB: a multipart upload, parts in parallel.
     let dims = r#"[{"size": 3, "tile": 1, "tiles_per_shard": 1},
         {"size": 4096, "tile": 1024, "tiles_per_shard": 4}, {"size": 2048, "tile": 1024, "tiles_per_shard": 2}]"#;
-    let data = frames(DType::Uint32, &[4096, 2048], 3, 0, Pattern::Random);
+    let data = support::frames(DType::Uint32, &[4096, 2048], 3, 0, Pattern::Random);
     let c = config(
         "uint32",
         dims,
@@ -121,7 +112,7 @@ fn overwrite_follows_the_filesystem_store_rules() {
             &s3("s3://own/a.zarr", &srv.endpoint(), &extra),
         )
     };
-    let first = frames(DType::Uint8, &[8], 6, 0, Pattern::Random);
+    let first = support::frames(DType::Uint8, &[8], 6, 0, Pattern::Random);
     let mut s = Stream::new(&make(false), None).unwrap();
     stream_all(&mut s, &first);
     s.finish().unwrap();
@@ -131,7 +122,7 @@ fn overwrite_follows_the_filesystem_store_rules() {
         other => panic!("expected Exists, got {:?}", other.err()),
     }
     // With overwrite: the old store is replaced (its 3 shard rows go).
-    let second = frames(DType::Uint8, &[8], 2, 0, Pattern::Microscopy);
+    let second = support::frames(DType::Uint8, &[8], 2, 0, Pattern::Microscopy);
     let mut s = Stream::new(&make(true), None).unwrap();
     stream_all(&mut s, &second);
     s.finish().unwrap();
@@ -452,7 +443,7 @@ fn readback_stores_on_the_test_server() {
             dtype.name()
         );
         let c = Config::from_json(&json).unwrap();
-        let data = frames(dtype, &frame, planes, extra, Pattern::Microscopy);
+        let data = support::frames(dtype, &frame, planes, extra, Pattern::Microscopy);
         let mut s = Stream::new(&c, None).unwrap();
         stream_all(&mut s, &data);
         let summary = s.finish().unwrap();
@@ -487,7 +478,7 @@ fn readback_stores_on_the_test_server() {
             "store": {{"url": "{url}", "endpoint": "{endpoint}", "overwrite": true}}}}"#
     );
     let c = Config::from_json(&json).unwrap();
-    let data = frames(DType::Uint16, &[3, 2, 37, 41], 7, 11, Pattern::Microscopy);
+    let data = support::frames(DType::Uint16, &[3, 2, 37, 41], 7, 11, Pattern::Microscopy);
     let mut s = Stream::new(&c, None).unwrap();
     stream_all(&mut s, &data);
     s.set_attributes(&serde_json::json!({"stage": 2})).unwrap();

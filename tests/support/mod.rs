@@ -8,7 +8,18 @@ pub mod decode;
 use std::path::Path;
 use tiledzarr::config::{Cname, Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::Layout;
+use tiledzarr::synth::{Generator, Pattern};
 use tiledzarr::DType;
+
+/// `planes` frames of `frame` (the shape without dimension 0) drawn with
+/// seed 7, and `extra` elements more (a trailing partial plane).
+pub fn frames(dtype: DType, frame: &[u64], planes: u64, extra: usize, pattern: Pattern) -> Vec<u8> {
+    let g = Generator::new(pattern, dtype, frame, 7);
+    let mut v = vec![0u8; g.frame_bytes() * planes as usize];
+    g.fill_frames(0, &mut v);
+    v.extend(std::iter::repeat_n(0x5a, extra * dtype.size()));
+    v
+}
 
 /// Decodes the store in the folder `dir` (a server's folder, or objects
 /// copied into one) and compares it with `data` padded to whole planes.
