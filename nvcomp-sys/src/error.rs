@@ -60,8 +60,10 @@ fn not_found_message(tried: &[(String, String)]) -> String {
     let mut msg = String::from(
         "nvCOMP not found (need 5.x or 6.x: CUDA toolkit, conda `nvcomp`, or pip \
          `nvidia-libnvcomp-cu12`/`nvidia-libnvcomp-cu13`; set TZ_NVCOMP_LIBRARY to its \
-         libnvcomp.so); tried:",
+         ",
     );
+    msg.push_str(crate::system::LIBRARY_LABEL);
+    msg.push_str("); tried:");
     if tried.is_empty() {
         msg.push_str(" nothing");
     }

@@ -60,6 +60,7 @@ pub mod ffi;
 mod load;
 mod search;
 pub mod status;
+mod system;
 mod zstd;
 
 use std::ffi::CStr;

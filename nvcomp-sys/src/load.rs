@@ -41,9 +41,14 @@ impl Nvcomp {
     /// of `$VIRTUAL_ENV`, `$CONDA_PREFIX`, each `$PYTHONPATH` entry,
     /// `~/.local/lib/python3*`, `~/.pyenv/versions/*/lib/python3*`,
     /// `/usr/local/lib/python3*` and `/usr/lib/python3*`; then
-    /// `/usr/local/cuda/lib64` and `/usr/lib/x86_64-linux-gnu`. The first
-    /// library that opens, reports a supported version and exports every
-    /// needed symbol wins.
+    /// `/usr/local/cuda/lib64` and `/usr/lib/x86_64-linux-gnu`. On Windows
+    /// the same order with `nvcomp64_6.dll` and `nvcomp64_5.dll` through the
+    /// loader's search (the program's folder, the system folders, `PATH`),
+    /// `%CONDA_PREFIX%\Library\bin`, the wheels' `nvidia\libnvcomp\bin`
+    /// below each environment's `Lib\site-packages` and the python.org
+    /// installs, nvCOMP's installer folders and `%CUDA_PATH%\bin` (see
+    /// the `system` module). The first library that opens, reports a
+    /// supported version and exports every needed symbol wins.
     ///
     /// Errors: [`Error::NotFound`] listing every place tried and why it was
     /// rejected; when the only candidate (explicit or from the environment)
@@ -216,22 +221,10 @@ fn bind(lib: Library, fallback: PathBuf) -> Result<Nvcomp, Error> {
     })
 }
 
-/// The file that the mapping containing `addr` comes from, read from
-/// /proc/self/maps. Used to report the real path when the dynamic loader
-/// resolved a bare soname.
+/// The file the loaded module holding `addr` comes from: the real path
+/// when the loader resolved a bare name.
 fn loaded_from(addr: usize) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        let (range, _) = line.split_once(' ')?;
-        let (start, end) = range.split_once('-')?;
-        let start = usize::from_str_radix(start, 16).ok()?;
-        let end = usize::from_str_radix(end, 16).ok()?;
-        if !(start..end).contains(&addr) {
-            return None;
-        }
-        // The path is the only field that contains '/'.
-        line.find('/').map(|i| PathBuf::from(&line[i..]))
-    })
+    crate::system::loaded_from(addr)
 }
 
 #[cfg(test)]
@@ -280,7 +273,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let msg = err.to_string();
         assert!(
-            msg.contains("contains none of libnvcomp.so.6, libnvcomp.so.5, libnvcomp.so"),
+            msg.contains(&format!("contains none of {}", FILE_NAMES.join(", "))),
             "{msg}"
         );
     }

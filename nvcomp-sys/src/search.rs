@@ -10,12 +10,8 @@ use std::sync::Mutex;
 /// Environment variable naming the library file to load.
 pub const ENV_LIBRARY: &str = "TZ_NVCOMP_LIBRARY";
 
-/// File names tried in each directory and on the loader path: the newest
-/// supported soname first, then the unversioned development symlink.
-pub const FILE_NAMES: [&str; 3] = ["libnvcomp.so.6", "libnvcomp.so.5", "libnvcomp.so"];
-
-/// Where the pip wheels put the library, below a site-packages directory.
-const WHEEL_SUBDIR: &str = "nvidia/libnvcomp/lib64";
+pub use crate::system::FILE_NAMES;
+use crate::system::{self, WHEEL_SUBDIRS};
 
 /// Folders a host application registered with [`add_search_dir`].
 static PREFERRED_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -86,48 +82,26 @@ pub fn candidates(
         }
     };
     let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let conda = var("CONDA_PREFIX");
-    let venv = var("VIRTUAL_ENV");
-    let home = var("HOME");
 
-    // conda's `nvcomp` package puts the library straight into $CONDA_PREFIX/lib.
-    if let Some(conda) = &conda {
-        push_dir(&mut out, conda.join("lib"));
+    for dir in system::package_dirs(&var) {
+        push_dir(&mut out, dir);
     }
-    // The pip wheels: the active environments first, then the usual
-    // interpreter prefixes. Globs only over `python3*`-like names, so
-    // this stays a handful of read_dir calls.
-    let mut patterns: Vec<PathBuf> = Vec::new();
-    for prefix in venv.iter().chain(conda.iter()) {
-        patterns.push(prefix.join("lib/python3*/site-packages"));
-    }
-    if let Some(pp) = env("PYTHONPATH") {
-        for dir in std::env::split_paths(&pp).filter(|d| !d.as_os_str().is_empty()) {
-            patterns.push(dir);
+    // The pip wheels. Globs only over `python3*`-like names, so this stays
+    // a handful of read_dir calls.
+    for site in system::site_patterns(&var, env("PYTHONPATH")) {
+        for sub in WHEEL_SUBDIRS {
+            let pattern = site.join(sub);
+            let found = expand(&pattern);
+            if found.is_empty() {
+                out.push(Candidate::NoMatch(pattern.display().to_string()));
+            }
+            for dir in found {
+                push_dir(&mut out, dir);
+            }
         }
     }
-    if let Some(home) = &home {
-        patterns.push(home.join(".local/lib/python3*/site-packages"));
-        patterns.push(home.join(".pyenv/versions/*/lib/python3*/site-packages"));
-    }
-    for prefix in ["/usr/local/lib", "/usr/lib"] {
-        patterns.push(Path::new(prefix).join("python3*/dist-packages"));
-        patterns.push(Path::new(prefix).join("python3*/site-packages"));
-    }
-    for pattern in patterns {
-        let pattern = pattern.join(WHEEL_SUBDIR);
-        let found = expand(&pattern);
-        if found.is_empty() {
-            out.push(Candidate::NoMatch(pattern.display().to_string()));
-        }
-        for dir in found {
-            push_dir(&mut out, dir);
-        }
-    }
-    // The CUDA toolkit and distribution packages, in case the loader cache
-    // does not cover them.
-    for dir in ["/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"] {
-        push_dir(&mut out, PathBuf::from(dir));
+    for dir in system::system_dirs(&var) {
+        push_dir(&mut out, dir);
     }
     out
 }
@@ -212,47 +186,49 @@ mod tests {
     fn empty_env_var_is_ignored() {
         let env = env_of(&[(ENV_LIBRARY, "")]);
         let c = candidates(None, &[], &env);
-        assert_eq!(c[0], Candidate::LoaderName("libnvcomp.so.6"));
+        assert_eq!(c[0], Candidate::LoaderName(FILE_NAMES[0]));
     }
 
     #[test]
     fn search_order() {
         let tmp = std::env::temp_dir().join(format!("nvcomp-sys-search-{}", std::process::id()));
-        let venv_site = tmp
-            .join("venv/lib/python3.12/site-packages")
-            .join(WHEEL_SUBDIR);
+        let (venv, conda) = (tmp.join("venv"), tmp.join("conda"));
+        let only_venv = |k: &str| (k == "VIRTUAL_ENV").then(|| venv.clone());
+        // The environment's own site-packages, with its `*` made a version.
+        let venv_site = system::site_patterns(&only_venv, None)[0]
+            .to_str()
+            .unwrap()
+            .replace('*', "3.12");
+        let venv_site = PathBuf::from(venv_site).join(WHEEL_SUBDIRS[0]);
         std::fs::create_dir_all(&venv_site).unwrap();
-        std::fs::create_dir_all(tmp.join("conda/lib")).unwrap();
+        let only_conda = |k: &str| (k == "CONDA_PREFIX").then(|| conda.clone());
+        let conda_dir = system::package_dirs(&only_conda)[0].clone();
+        std::fs::create_dir_all(&conda_dir).unwrap();
         let env = env_of(&[
-            ("CONDA_PREFIX", tmp.join("conda").to_str().unwrap()),
-            ("VIRTUAL_ENV", tmp.join("venv").to_str().unwrap()),
+            ("CONDA_PREFIX", conda.to_str().unwrap()),
+            ("VIRTUAL_ENV", venv.to_str().unwrap()),
             ("HOME", tmp.join("nohome").to_str().unwrap()),
         ]);
         let c = candidates(None, &[], &env);
         std::fs::remove_dir_all(&tmp).unwrap();
 
-        assert_eq!(
-            &c[..5],
-            &[
-                Candidate::LoaderName("libnvcomp.so.6"),
-                Candidate::LoaderName("libnvcomp.so.5"),
-                Candidate::LoaderName("libnvcomp.so"),
-                Candidate::Dir(tmp.join("conda/lib")),
-                Candidate::Dir(venv_site),
-            ]
-        );
+        let mut expected: Vec<Candidate> = FILE_NAMES
+            .iter()
+            .map(|n| Candidate::LoaderName(n))
+            .collect();
+        expected.push(Candidate::Dir(conda_dir));
+        expected.push(Candidate::Dir(venv_site));
+        assert_eq!(&c[..expected.len()], &expected[..]);
         // A glob matching nothing stays visible for the error message.
-        let conda_site = tmp
-            .join("conda/lib/python3*/site-packages")
-            .join(WHEEL_SUBDIR);
+        let conda_site = system::site_patterns(&only_conda, None)[0].join(WHEEL_SUBDIRS[0]);
         assert!(c.contains(&Candidate::NoMatch(conda_site.display().to_string())));
-        assert_eq!(
-            &c[c.len() - 2..],
-            &[
-                Candidate::Dir("/usr/local/cuda/lib64".into()),
-                Candidate::Dir("/usr/lib/x86_64-linux-gnu".into()),
-            ]
-        );
+        // The system's own folders come last.
+        let var = |k: &str| env(k).map(PathBuf::from);
+        let last: Vec<Candidate> = system::system_dirs(&var)
+            .into_iter()
+            .map(Candidate::Dir)
+            .collect();
+        assert_eq!(&c[c.len() - last.len()..], &last[..]);
     }
 
     #[test]
@@ -265,7 +241,7 @@ mod tests {
             &[
                 Candidate::Dir("/app/nvcomp".into()),
                 Candidate::Dir("/other".into()),
-                Candidate::LoaderName("libnvcomp.so.6"),
+                Candidate::LoaderName(FILE_NAMES[0]),
             ]
         );
     }

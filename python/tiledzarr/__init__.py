@@ -81,8 +81,13 @@ __all__ = [
 ConfigLike = Union[Mapping[str, Any], str, bytes]
 
 #: Where a ``nvidia-libnvcomp-cu13`` (or ``-cu12``) wheel puts the library,
-#: below an entry of ``sys.path``.
-_NVCOMP_WHEEL_DIR = Path("nvidia", "libnvcomp", "lib64")
+#: below an entry of ``sys.path``: ``lib64`` on Linux, ``bin`` (the DLLs) on
+#: Windows, as NVIDIA's wheels of its CUDA libraries lay them out.
+_NVCOMP_WHEEL_DIRS = (
+    (Path("nvidia", "libnvcomp", "bin"), Path("nvidia", "libnvcomp", "lib64"))
+    if sys.platform == "win32"
+    else (Path("nvidia", "libnvcomp", "lib64"),)
+)
 
 
 def nvcomp_search_dirs() -> list[str]:
@@ -93,12 +98,13 @@ def nvcomp_search_dirs() -> list[str]:
     ``TZ_NVCOMP_LIBRARY``, when set, still wins."""
     found: list[str] = []
     for entry in sys.path:
-        folder = Path(entry or os.getcwd()) / _NVCOMP_WHEEL_DIR
-        try:
-            if folder.is_dir() and str(folder) not in found:
-                found.append(str(folder))
-        except OSError:
-            continue
+        for sub in _NVCOMP_WHEEL_DIRS:
+            folder = Path(entry or os.getcwd()) / sub
+            try:
+                if folder.is_dir() and str(folder) not in found:
+                    found.append(str(folder))
+            except OSError:
+                continue
     return found
 
 

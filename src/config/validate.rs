@@ -155,6 +155,12 @@ fn check_store(store: &Store) -> Result<(), ConfigError> {
             ),
         )),
         None => {
+            if let Some(why) = crate::platform::unusable_path(&store.path) {
+                return Err(ConfigError::new(
+                    "store.path",
+                    format!("{:?}: {why}", store.path),
+                ));
+            }
             let object_only = [
                 ("endpoint", store.endpoint.is_some()),
                 ("region", store.region.is_some()),

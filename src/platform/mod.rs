@@ -85,6 +85,25 @@ pub fn try_lock(file: &File) -> std::io::Result<bool> {
     files::try_lock(file)
 }
 
+/// Renames `from` to `to`, replacing a file at `to` atomically: a reader
+/// sees the old file or the new one. Windows refuses to replace a file that
+/// another program holds open without delete sharing (C's `fopen`,
+/// Python's `open`); readers hold `zarr.json` for the moment they read
+/// it, so the rename is tried again for up to `patience` (at least once);
+/// after that the error's kind is `ResourceBusy`.
+pub fn replace_file(from: &Path, to: &Path, patience: std::time::Duration) -> std::io::Result<()> {
+    files::replace_file(from, to, patience)
+}
+
+/// Why this system cannot hold a file or folder at `path`, if it cannot:
+/// on Windows the names it reserves for devices (`CON`, `NUL`, `COM1`, ...,
+/// with any extension), the characters `<>:"|?*` and control characters in
+/// a name, and names ending in a dot or a space (which Windows silently
+/// strips, so the folder would not be the one named). Elsewhere `None`.
+pub fn unusable_path(path: &Path) -> Option<String> {
+    files::unusable_path(path)
+}
+
 /// Asks the system to write every dirty page to the disks (benchmarks, so
 /// that one run's write-back is not charged to the next). Best effort.
 pub fn sync_disks() {

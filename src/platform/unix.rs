@@ -2,8 +2,21 @@
 
 use std::fs::File;
 
-pub const CUDA_DRIVER: &str = "libcuda.so.1";
 use std::path::Path;
+use std::time::Duration;
+
+pub const CUDA_DRIVER: &str = "libcuda.so.1";
+
+/// rename(2) replaces the target whoever holds it open.
+pub fn replace_file(from: &Path, to: &Path, _patience: Duration) -> std::io::Result<()> {
+    std::fs::rename(from, to)
+}
+
+/// Any name but the empty one and NUL bytes (which opening refuses with
+/// its own message) is a valid file name.
+pub fn unusable_path(_path: &Path) -> Option<String> {
+    None
+}
 
 pub fn sync_folder(folder: &Path) -> std::io::Result<()> {
     File::open(folder)?.sync_all()

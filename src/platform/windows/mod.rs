@@ -1,13 +1,18 @@
 //! The Windows half: files, disks and memory, through windows-sys.
 
 mod memory;
+mod names;
 
 pub use memory::available_host_bytes;
+pub use names::unusable_path;
 
 use std::fs::File;
 use std::os::windows::io::AsRawHandle;
 use std::path::Path;
-use windows_sys::Win32::Foundation::{ERROR_LOCK_VIOLATION, HANDLE};
+use std::time::{Duration, Instant};
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_LOCK_VIOLATION, ERROR_SHARING_VIOLATION, HANDLE,
+};
 use windows_sys::Win32::Storage::FileSystem::{
     LockFileEx, LOCKFILE_EXCLUSIVE_LOCK, LOCKFILE_FAIL_IMMEDIATELY,
 };
@@ -19,6 +24,39 @@ pub const CUDA_DRIVER: &str = "nvcuda.dll";
 /// folder handle cannot be flushed: nothing to do.
 pub fn sync_folder(_folder: &Path) -> std::io::Result<()> {
     Ok(())
+}
+
+/// The standard library's rename replaces the target with POSIX semantics
+/// where the file system offers them (NTFS on Windows 10 1607 and later: a
+/// reader that opened the file with delete sharing keeps reading the old
+/// one), else with `MoveFileExW`. Either is refused while a reader holds
+/// the target without delete sharing: tried again, waiting a little longer
+/// each time, for `patience`.
+pub fn replace_file(from: &Path, to: &Path, patience: Duration) -> std::io::Result<()> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let e = match std::fs::rename(from, to) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let held = matches!(e.raw_os_error(),
+            Some(c) if c == ERROR_SHARING_VIOLATION as i32 || c == ERROR_ACCESS_DENIED as i32);
+        if !held {
+            return Err(e);
+        }
+        if started.elapsed() >= patience {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                format!(
+                    "another program holds it open without delete sharing (tried for {} ms): {e}",
+                    patience.as_millis()
+                ),
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
 }
 
 /// The locked range: one byte far past any data. Windows' byte-range locks

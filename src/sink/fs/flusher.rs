@@ -11,7 +11,7 @@
 //! the end of each shard row, waits for them all and flushes each folder
 //! they were renamed into once.
 
-use super::{put_in_place, sync_folder};
+use super::{put_in_place, sync_folder, PATIENCE};
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
@@ -163,7 +163,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared) {
 
 /// Flushes a job's file and renames it into place; the folder it went to.
 fn flush(job: Job) -> Result<Option<PathBuf>> {
-    put_in_place(job.file, &job.tmp, &job.path, true)?;
+    put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE)?;
     Ok(job.path.parent().map(Path::to_path_buf))
 }
 

@@ -32,10 +32,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// fsync calls made by every store of this process: how a test sees that
 /// durability is asked of the disk (or not) without tracing system calls.
 static SYNC_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How long a file's replacement waits for a reader that holds the old one
+/// (Windows; see [`platform::replace_file`]): shards, and `zarr.json` at
+/// create and at the end.
+const PATIENCE: Duration = Duration::from_secs(2);
+/// The same for a `zarr.json` update while streaming, which a later row
+/// tries again: a reader holds the file for the moment it reads it, and
+/// the sink thread must not stall behind one that holds it longer.
+const STREAMING_PATIENCE: Duration = Duration::from_millis(100);
 
 #[doc(hidden)]
 pub fn sync_calls() -> u64 {
@@ -60,6 +70,9 @@ pub struct FsStore {
     /// usually shares it, so it need not be created again.
     last_folder: PathBuf,
     key: PathBuf,
+    /// How long the next `zarr.json` replacement may wait for a reader:
+    /// none while an earlier update waits for one to let go.
+    metadata_patience: Duration,
     // Last: released once everything above is done.
     _lock: StoreLock,
 }
@@ -131,6 +144,7 @@ impl FsStore {
             attributes_seen: 0,
             last_folder: PathBuf::new(),
             key: PathBuf::new(),
+            metadata_patience: PATIENCE,
             _lock: lock,
         };
         let docs = metadata::all_documents(v, &planes, &v.image.attributes);
@@ -159,21 +173,47 @@ impl FsStore {
         if let Some(folder) = path.parent() {
             self.create_shard_folder(folder)?;
         }
-        write_atomically(&path, &[doc.json.as_bytes()], self.fsync)
-            .map_err(|e| self.check_folder().err().unwrap_or(e))
+        write_atomically(
+            &path,
+            &[doc.json.as_bytes()],
+            self.fsync,
+            self.metadata_patience,
+        )
+        .map_err(|e| self.check_folder().err().unwrap_or(e))
     }
 
     /// Rewrites level `level`'s `zarr.json` for `planes` planes (when that
     /// changed), and the attributes' document when they were replaced.
-    fn update_metadata(&mut self, level: u32, planes: u64) -> Result<()> {
+    ///
+    /// While streaming (`Update::WhenFree`) a `zarr.json` that a reader
+    /// holds open beyond [`STREAMING_PATIENCE`] (Windows, a reader without
+    /// delete sharing: see [`platform::replace_file`]) keeps its old extent
+    /// and is tried again, once, at each next row; at the end it must be
+    /// replaced within [`PATIENCE`].
+    fn update_metadata(&mut self, level: u32, planes: u64, when: Update) -> Result<()> {
         let k = level as usize;
-        let attributes = self.attributes.changed_since(&mut self.attributes_seen);
         if planes != self.planes_written[k] {
-            let attrs = attributes.clone().unwrap_or_else(|| self.attributes.get());
+            let attrs = self.attributes.get();
             let doc = metadata::level_document(&self.config, level, planes, &attrs);
-            self.write_document(&doc)?;
+            self.metadata_patience = match (when, self.metadata_patience) {
+                (Update::Now, _) => PATIENCE,
+                (Update::WhenFree, Duration::ZERO) => Duration::ZERO,
+                (Update::WhenFree, _) => STREAMING_PATIENCE,
+            };
+            match self.write_document(&doc) {
+                Err(Error::Io {
+                    kind: std::io::ErrorKind::ResourceBusy,
+                    ..
+                }) if when == Update::WhenFree => {
+                    self.metadata_patience = Duration::ZERO;
+                    return Ok(());
+                }
+                written => written?,
+            }
+            self.metadata_patience = PATIENCE;
             self.planes_written[k] = planes;
         }
+        let attributes = self.attributes.changed_since(&mut self.attributes_seen);
         if let Some(attrs) = attributes {
             let doc = metadata::attributes_document(&self.config, self.planes_written[0], &attrs);
             self.write_document(&doc)?;
@@ -251,7 +291,7 @@ impl ShardSink for FsStore {
         let written = folder.and_then(|()| match &self.flusher {
             Some(flusher) => write_temporary(&key, &shard.parts())
                 .and_then(|(file, tmp)| flusher.submit(file, tmp, key.clone())),
-            None => write_atomically(&key, &shard.parts(), self.fsync),
+            None => write_atomically(&key, &shard.parts(), self.fsync, PATIENCE),
         });
         self.key = key;
         // A failure because the folder went away meanwhile says so; a
@@ -277,7 +317,7 @@ impl ShardSink for FsStore {
         // The row's shards are on the disk before the extent covers them.
         self.wait_for_shards()?;
         if self.config.image.levels[level as usize].is_unbounded() {
-            self.update_metadata(level, planes)?;
+            self.update_metadata(level, planes, Update::WhenFree)?;
         }
         Ok(())
     }
@@ -290,18 +330,27 @@ impl ShardSink for FsStore {
             } else {
                 self.planes_written[k]
             };
-            self.update_metadata(k as u32, p)?;
+            self.update_metadata(k as u32, p, Update::Now)?;
         }
         self.check_folder()
     }
 }
 
+/// Whether a `zarr.json` update may wait for a reader to let go of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Update {
+    /// While streaming: a later row tries again.
+    WhenFree,
+    /// At the end: it must land now.
+    Now,
+}
+
 /// Writes `parts` to `path` through a temporary file renamed into place;
 /// with `fsync`, the file's bytes and then its folder's entry reach the
 /// disk before this returns.
-fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
+fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool, patience: Duration) -> Result<()> {
     let (f, tmp) = write_temporary(path, parts)?;
-    put_in_place(f, &tmp, path, fsync)?;
+    put_in_place(f, &tmp, path, fsync, patience)?;
     match path.parent() {
         Some(folder) if fsync => sync_folder(folder),
         _ => Ok(()),
@@ -309,9 +358,16 @@ fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool) -> Result<()> {
 }
 
 /// Renames the temporary file `tmp` (open as `file`) to `path`, with
-/// `fsync` after flushing its bytes to the disk; on failure the temporary
-/// file is removed.
-fn put_in_place(file: fs::File, tmp: &Path, path: &Path, fsync: bool) -> Result<()> {
+/// `fsync` after flushing its bytes to the disk, waiting up to `patience`
+/// for a reader that holds `path` (see [`platform::replace_file`]); on
+/// failure the temporary file is removed.
+fn put_in_place(
+    file: fs::File,
+    tmp: &Path,
+    path: &Path,
+    fsync: bool,
+    patience: Duration,
+) -> Result<()> {
     let synced = if fsync {
         SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
         file.sync_all()
@@ -322,7 +378,8 @@ fn put_in_place(file: fs::File, tmp: &Path, path: &Path, fsync: bool) -> Result<
     let placed = synced
         .map_err(|e| Error::io("writing", path, e))
         .and_then(|()| {
-            fs::rename(tmp, path).map_err(|e| Error::io("renaming into place", path, e))
+            platform::replace_file(tmp, path, patience)
+                .map_err(|e| Error::io("renaming into place", path, e))
         });
     if placed.is_err() {
         let _ = fs::remove_file(tmp);

@@ -6,7 +6,7 @@
 
 use super::lock::StoreLock;
 use super::ownership::remove_partials;
-use super::write_atomically;
+use super::{write_atomically, PATIENCE};
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::path::Path;
@@ -55,7 +55,7 @@ pub fn recover(root: &Path) -> Result<Recovery> {
     if after != before {
         doc["shape"][0] = after.into();
         let body = serde_json::to_string_pretty(&doc).expect("a document serializes") + "\n";
-        write_atomically(&meta_path, &[body.as_bytes()], true)?;
+        write_atomically(&meta_path, &[body.as_bytes()], true, PATIENCE)?;
     }
     Ok(Recovery {
         partial_files_removed: removed,
