@@ -48,7 +48,8 @@ pub trait Backend: Send {
     /// What allocates this backend's staging buffers (page-locked for the
     /// GPU), each starting on a page boundary (a reservation hands it to
     /// DMA engines), on any thread: a stream allocates its first buffer at
-    /// create and the others in the background while its first writes land.
+    /// create and the others in the background as its writer needs them
+    /// (`pipeline/intake/free.rs`).
     fn staging_allocator(&self) -> Result<StagingAllocator> {
         Ok(Box::new(host_staging))
     }
@@ -145,8 +146,11 @@ fn host_staging(bytes: usize) -> Result<StagingBuffer> {
             "a staging buffer of {bytes} bytes could not be allocated; lower staging_bytes"
         ))
     })?;
-    // Writing the zeros now faults every page in at creation, so that
-    // the acquisition's writes never wait on the kernel.
+    // Every page in at creation (in one call where the system has one,
+    // then the zeros written), so that the acquisition's writes never wait
+    // on the kernel.
+    let spare = buf.spare_capacity_mut();
+    crate::platform::fault_in(spare.as_mut_ptr().cast(), spare.len());
     buf.resize(total, 0);
     let start = buf.as_ptr().align_offset(PAGE).min(PAGE - 1);
     Ok(StagingBuffer::Host {

@@ -3,7 +3,7 @@
 //! ([`Parts::start`]).
 
 use super::delivery::DeliveryThread;
-use super::intake::{Intake, IntakeParts};
+use super::intake::{FreeBuffers, Intake, IntakeParts};
 use super::latency;
 use super::pyramid::Pyramid;
 use super::shared::Shared;
@@ -109,13 +109,16 @@ impl Parts {
         let n = v.staging_buffers;
         let (free_tx, free_rx) = mpsc::channel();
         free_tx.send(staging).expect("receiver alive");
+        // The other buffers as the writer outruns the hand-off (see
+        // intake/free.rs), allocated on a thread of their own.
+        let (grow_tx, grow_rx) = mpsc::channel::<()>();
         let allocate_more = more_staging.map(|mut alloc| {
             let free = free_tx.clone();
             move || {
                 // A buffer that cannot be allocated now leaves the stream
                 // with fewer (the memory was checked at create): slower
                 // when the input outruns the backend, never wrong.
-                for _ in 1..n {
+                for () in grow_rx {
                     let Ok(buf) = alloc(buffer_bytes) else { return };
                     if free.send(buf).is_err() {
                         return; // the stream is gone
@@ -123,6 +126,7 @@ impl Parts {
                 }
             }
         });
+        let free_staging = FreeBuffers::new(free_rx, Some(grow_tx), n - 1);
         // Every staging buffer plus the finish message fits: sends never block.
         let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
         let (del_tx, del_rx) = mpsc::sync_channel(1);
@@ -173,7 +177,7 @@ impl Parts {
             buffer_bytes,
             epoch_bytes: v.layout.epoch_bytes() as usize,
             capacity: v.layout.array_bytes(),
-            free_staging: free_rx,
+            free_staging,
             jobs: job_tx,
             wake_timer: Some(wake_tx),
         })));

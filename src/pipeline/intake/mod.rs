@@ -6,13 +6,17 @@
 //! timer ([`super::latency`]), which hands on the whole epochs of a buffer
 //! that has waited too long to fill.
 
+mod free;
+
+pub use free::FreeBuffers;
+
 use super::shared::Shared;
 use super::workers::Job;
 use crate::backend::StagingBuffer;
 use crate::error::{Error, Result};
 use crate::metrics::Stage;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
+use std::sync::mpsc::{Sender, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +32,7 @@ pub struct Intake {
     epoch_bytes: usize,
     /// A bounded array's bytes.
     capacity: Option<u64>,
-    free_staging: Receiver<StagingBuffer>,
+    free_staging: FreeBuffers,
     jobs: Option<SyncSender<Job>>,
     /// Set while a [`Lease`] holds the buffer in hand.
     leased: bool,
@@ -79,7 +83,7 @@ pub struct IntakeParts {
     pub buffer_bytes: usize,
     pub epoch_bytes: usize,
     pub capacity: Option<u64>,
-    pub free_staging: Receiver<StagingBuffer>,
+    pub free_staging: FreeBuffers,
     pub jobs: SyncSender<Job>,
     pub wake_timer: Option<Sender<()>>,
 }
@@ -190,13 +194,13 @@ impl Intake {
         if self.staging.is_some() || self.leased {
             return Ok(true);
         }
-        match self.free_staging.recv_timeout(wait) {
-            Ok(buf) => {
+        match self.free_staging.take_within(wait) {
+            Ok(Some(buf)) => {
                 self.start_buffer(buf);
                 Ok(true)
             }
-            Err(RecvTimeoutError::Timeout) => Ok(false),
-            Err(RecvTimeoutError::Disconnected) => Err(self.pipeline_gone()),
+            Ok(None) => Ok(false),
+            Err(free::Gone) => Err(self.pipeline_gone()),
         }
     }
 
@@ -259,7 +263,11 @@ impl Intake {
         let tail = self.filled - whole;
         if tail > 0 {
             // The partial epoch moves to a free buffer of its own.
-            let Ok(mut next) = self.free_staging.try_recv() else {
+            let Some(mut next) = self
+                .free_staging
+                .try_take()
+                .map_err(|_| self.pipeline_gone())?
+            else {
                 return Ok(Some(Duration::from_millis(1)));
             };
             let buf = self.staging.as_ref().expect("a buffer holds the epochs");
@@ -298,6 +306,7 @@ impl Intake {
     /// flush sends before its `Finish`. Returns the sender for that.
     pub fn close(&mut self) -> Result<Option<SyncSender<Job>>> {
         self.wake_timer = None;
+        self.free_staging.stop_growing();
         if self.filled > 0 && self.staging.is_some() {
             self.submit(self.filled)?;
         }
@@ -309,6 +318,7 @@ impl Intake {
     pub fn abandon(&mut self) {
         self.jobs = None;
         self.wake_timer = None;
+        self.free_staging.stop_growing();
     }
 
     pub fn is_leased(&self) -> bool {
@@ -316,13 +326,13 @@ impl Intake {
     }
 
     fn take_free_buffer(&mut self) -> Result<bool> {
-        match self.free_staging.try_recv() {
-            Ok(buf) => {
+        match self.free_staging.try_take() {
+            Ok(Some(buf)) => {
                 self.start_buffer(buf);
                 Ok(true)
             }
-            Err(TryRecvError::Empty) => Ok(false),
-            Err(TryRecvError::Disconnected) => Err(self.pipeline_gone()),
+            Ok(None) => Ok(false),
+            Err(free::Gone) => Err(self.pipeline_gone()),
         }
     }
 

@@ -3,7 +3,7 @@
 use super::*;
 use crate::backend::{BackendKind, Selection};
 use crate::sink::SharedAttributes;
-use std::sync::mpsc::{channel, sync_channel};
+use std::sync::mpsc::{channel, sync_channel, Receiver};
 
 const EPOCH: usize = 16;
 const EPOCHS_PER_BUFFER: usize = 8;
@@ -43,7 +43,7 @@ impl Rig {
             buffer_bytes: bytes,
             epoch_bytes: EPOCH,
             capacity: None,
-            free_staging,
+            free_staging: FreeBuffers::new(free_staging, None, 0),
             jobs: jobs_tx,
             wake_timer: None,
         });

@@ -20,6 +20,11 @@ use windows_sys::Win32::System::IO::OVERLAPPED;
 
 pub const CUDA_DRIVER: &str = "nvcuda.dll";
 
+/// Windows commits a buffer's pages as they are touched; its bulk call
+/// (`PrefetchVirtualMemory`) reads in file-backed pages only: nothing to
+/// do here.
+pub fn fault_in(_region: *mut u8, _len: usize) {}
+
 /// NTFS journals a folder's entries (a rename, a new file) itself, and a
 /// folder handle cannot be flushed: nothing to do.
 pub fn sync_folder(_folder: &Path) -> std::io::Result<()> {
