@@ -264,6 +264,9 @@ step "Python ctypes client (a foreign runtime loading the .so)"
 step "Python package: wheel, fresh venv, pytest, example"
 scripts/test-python.sh "$work/python"
 
+step "the guide: figures current with the records, mdBook build, links and README programs (scripts/docs.sh)"
+scripts/docs.sh
+
 step "Windows: cross-built, tested under Wine (scripts/test-windows.sh)"
 TZ_PY="$PY" scripts/test-windows.sh "$work/windows"
 
