@@ -219,7 +219,7 @@ def main() -> None:
             problems.append(f"docs/{p.name}: not in docs/SUMMARY.md, so not in the book")
     check_readme_programs()
     if len(sys.argv) > 1:
-        check_book(Path(sys.argv[1]))
+        check_book(Path(sys.argv[1]).resolve())
     for p in problems:
         print(f"check-docs: {p}", file=sys.stderr)
     if problems:
