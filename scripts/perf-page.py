@@ -347,7 +347,7 @@ def plot(records: list[Record]) -> str:
                 rows.append(pick(cands))
         if rows:
             panels.append((dev, rows))
-    width, label_w, bar_w, row_h, head_h = 900, 230, 560, 30, 46
+    width, label_w, bar_w, row_h, head_h = 1000, 230, 400, 30, 46
     height = 40 + sum(head_h + row_h * len(rows) + 10 for _, rows in panels) + 30
     s = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
