@@ -67,8 +67,14 @@ class Record:
 
     @property
     def standard(self) -> bool:
-        """The stream the headline and the plot compare: cam-32, discard, write."""
-        return self.config == "cam-32" and self.sink == "discard" and self.ingest == "write"
+        """The stream the headline and the plot compare: cam-32, discard,
+        write, with its ceiling measured in the same run."""
+        return (
+            self.config == "cam-32"
+            and self.sink == "discard"
+            and self.ingest == "write"
+            and self.bound() is not None
+        )
 
     def bound(self) -> tuple[str, float] | None:
         """The ceiling the stream is held to: on the GPU the slower of nvCOMP
