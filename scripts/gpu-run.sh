@@ -64,8 +64,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 # benchmark. The nvCOMP wheel it installs beside it there is not bundled
 # (30 MB): the python phase takes it from TZ_NVCOMP_WHEEL or bundle/python/.
 PY=$(scripts/setup-python.sh | tail -1)
-TZ_REQUIRE_KERNELS=1 "$(dirname "$PY")/maturin" build --release --quiet -m python/Cargo.toml \
-    -o "$bundle/python"
+TZ_REQUIRE_KERNELS=1 TZ_PY="$PY" scripts/build-wheels.sh --linux-only "$bundle/python"
 cp python/bench/bench_numpy.py "$bundle/python/"
 
 mkdir -p "$bundle/scripts"
