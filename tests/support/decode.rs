@@ -787,6 +787,7 @@ mod tests {
 
     #[test]
     fn round_trips_with_partial_edges() {
+        let _alone = crate::support::alone();
         round_trip(&[(7, 2, 2), (10, 4, 3)], 2);
         round_trip(&[(5, 5, 1), (9, 2, 4), (3, 3, 1)], 1);
         round_trip(&[(4, 1, 3), (6, 4, 1), (1, 2, 2)], 8);
@@ -795,11 +796,13 @@ mod tests {
 
     #[test]
     fn round_trips_rank_zero() {
+        let _alone = crate::support::alone();
         round_trip(&[], 2);
     }
 
     #[test]
     fn missing_shards_and_empty_chunks_read_as_zero() {
+        let _alone = crate::support::alone();
         let d = dims(&[(6, 2, 2), (8, 4, 1)]);
         let mut data = pattern(48);
         data[..24].iter_mut().for_each(|b| *b = 0); // first three rows
@@ -822,6 +825,7 @@ mod tests {
 
     #[test]
     fn corrupt_checksum_is_reported_with_the_shard() {
+        let _alone = crate::support::alone();
         let d = dims(&[(4, 2, 1), (4, 2, 2)]);
         let data = pattern(16);
         for loc in [IndexLocation::Start, IndexLocation::End] {
@@ -850,6 +854,7 @@ mod tests {
 
     #[test]
     fn bad_entries_are_errors() {
+        let _alone = crate::support::alone();
         let d = dims(&[(4, 2, 2)]);
         let data = pattern(4);
         let loc = IndexLocation::End;
@@ -885,6 +890,7 @@ mod tests {
 
     #[test]
     fn stored_chunk_outside_the_array_is_an_error() {
+        let _alone = crate::support::alone();
         // 3 tiles along the dimension, 2 per shard: chunk 1 of shard 1 is
         // beyond the array and must be empty.
         let d = dims(&[(5, 2, 2)]);
@@ -903,6 +909,7 @@ mod tests {
 
     #[test]
     fn zstd_garbage_is_an_error() {
+        let _alone = crate::support::alone();
         let d = dims(&[(2, 2, 1)]);
         let loc = IndexLocation::End;
         let mut shards = encode(&d, 1, Codec::None, loc, Zeros::Store, &[1, 2]);
@@ -917,6 +924,7 @@ mod tests {
 
     #[test]
     fn blosc_headers_must_agree_with_the_metadata() {
+        let _alone = crate::support::alone();
         // Tiles large enough to be compressed (c-blosc stores tiny ones raw).
         let d = dims(&[(4000, 1000, 2)]);
         let data: Vec<u8> = (0..8000).map(|i| (i / 64) as u8).collect();
@@ -1003,6 +1011,7 @@ mod tests {
 
     #[test]
     fn reads_a_store_from_disk() {
+        let _alone = crate::support::alone();
         let d = dims(&[(5, 2, 2), (3, 3, 1), (7, 2, 3)]);
         let data = pattern(5 * 3 * 7 * 2);
         for (loc, name) in [(IndexLocation::Start, "start"), (IndexLocation::End, "end")] {
@@ -1026,6 +1035,7 @@ mod tests {
 
     #[test]
     fn reads_an_empty_store_and_rejects_unsupported_metadata() {
+        let _alone = crate::support::alone();
         let dir = tempfile::tempdir().unwrap();
         let mut meta = metadata(&[3, 4], &[2, 4], &[1, 2], "end");
         write_store(dir.path(), &meta, &HashMap::new());
@@ -1050,6 +1060,7 @@ mod tests {
 
     #[test]
     fn reads_a_blosc_store_and_checks_its_configuration() {
+        let _alone = crate::support::alone();
         let d = dims(&[(6, 2, 2), (300, 100, 3)]);
         let data: Vec<u8> = (0..6 * 300 * 2).map(|i| (i / 64) as u8).collect();
         let dir = tempfile::tempdir().unwrap();
@@ -1105,6 +1116,7 @@ mod tests {
 
         #[test]
         fn any_layout_round_trips((spec, elem, zstd, start) in arb_case()) {
+            let _alone = crate::support::alone();
             let d = dims(&spec);
             let n: u64 = spec.iter().map(|s| s.0).product();
             let data = pattern(n as usize * elem);
