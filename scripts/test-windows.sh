@@ -160,7 +160,7 @@ for t in "${!skip_under_wine[@]}"; do skip_args+=(--skip "$t"); done
     # nvCOMP's DLL names, its Windows search and the loader's module path.
     "${cargo[@]}" test "${build[@]}" -p nvcomp-sys --lib
 } 2>&1 | tee "$work/wine-tests.log" |
-    grep -E '^(test result|running|error|thread .* panicked|test .* FAILED)' >&2
+    grep -E -A2 '^(test result|running|error|thread .* panicked|test .* FAILED)' >&2
 passed=$(awk '/^test result:/ {p += $4} END {print p + 0}' "$work/wine-tests.log")
 failed=$(awk '/^test result:/ {f += $6} END {print f + 0}' "$work/wine-tests.log")
 echo "under Wine: $passed tests passed, $failed failed" >&2
