@@ -36,6 +36,15 @@ fn frame(i: usize) -> Vec<u8> {
     (0..32 * 32 * 2).map(|b| (b * 7 + i * 13) as u8).collect()
 }
 
+/// Opens `path` for reading as C's `fopen` and Python's `open` do.
+fn open_as_c_does(path: &Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .share_mode(FILE_SHARE_READ_WRITE)
+        .open(path)
+        .unwrap()
+}
+
 /// Dimension 0 of the array in `zarr.json`.
 fn extent(zarr_json: &[u8]) -> Option<u64> {
     let doc: serde_json::Value = serde_json::from_slice(zarr_json).ok()?;
@@ -161,11 +170,7 @@ fn a_reader_holding_zarr_json_delays_the_extent_until_it_lets_go() {
     let store = base.path().join("held.zarr");
     let mut s = Stream::new(&config(&store), None).unwrap();
     let zarr_json = store.join("zarr.json");
-    let held = OpenOptions::new()
-        .read(true)
-        .share_mode(FILE_SHARE_READ_WRITE)
-        .open(&zarr_json)
-        .unwrap();
+    let held = open_as_c_does(&zarr_json);
     for i in 0..10 {
         assert_eq!(s.write_blocking(&frame(i), None).unwrap(), 2048);
     }
@@ -187,11 +192,7 @@ fn a_reader_holding_zarr_json_through_the_end_fails_the_flush_naming_it() {
     let store = base.path().join("stuck.zarr");
     let mut s = Stream::new(&config(&store), None).unwrap();
     let zarr_json = store.join("zarr.json");
-    let _held = OpenOptions::new()
-        .read(true)
-        .share_mode(FILE_SHARE_READ_WRITE)
-        .open(&zarr_json)
-        .unwrap();
+    let _held = open_as_c_does(&zarr_json);
     for i in 0..3 {
         assert_eq!(s.write_blocking(&frame(i), None).unwrap(), 2048);
     }
