@@ -15,6 +15,7 @@
 //! }
 //! ```
 
+mod arrays;
 mod dtype;
 mod error;
 mod image;
@@ -22,6 +23,10 @@ mod schema;
 mod store_url;
 mod validate;
 
+pub use arrays::{
+    Acquisition, Arrangement, ArrayConfig, ArraysConfig, Collection, Plan, Plate, StreamConfig,
+    Well, MAX_ARRAYS,
+};
 pub use dtype::DType;
 pub use error::ConfigError;
 pub use image::{check_attributes, Axis, Image, SPACE_UNITS, TIME_UNITS};

@@ -407,33 +407,39 @@ impl Config {
     /// Parses the JSON form. Errors name the key (as a path such as
     /// `dimensions[1].tile`) and what was wrong with it.
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let config: Config = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if inner.is_syntax() || inner.is_eof() {
-                return ConfigError::new("json", format!("malformed JSON: {inner}"));
-            }
-            let field = if path == "." || path == "?" {
-                "config".to_string()
-            } else {
-                path
-            };
-            ConfigError::new(field, inner.to_string())
-        })?;
-        // Text after the configuration (a second object, a stray word) is
-        // refused, not ignored: it is most likely a configuration the
-        // caller meant to give.
-        de.end().map_err(|e| {
-            ConfigError::new(
-                "json",
-                format!("text after the configuration is not allowed: {e}"),
-            )
-        })?;
-        Ok(config)
+        parse_json(text)
     }
 
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a config always serializes")
     }
+}
+
+/// Parses a configuration's JSON form; errors name the key (as a path
+/// such as `dimensions[1].tile`) and what was wrong with it.
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let config: T = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return ConfigError::new("json", format!("malformed JSON: {inner}"));
+        }
+        let field = if path == "." || path == "?" {
+            "config".to_string()
+        } else {
+            path
+        };
+        ConfigError::new(field, inner.to_string())
+    })?;
+    // Text after the configuration (a second object, a stray word) is
+    // refused, not ignored: it is most likely a configuration the caller
+    // meant to give.
+    de.end().map_err(|e| {
+        ConfigError::new(
+            "json",
+            format!("text after the configuration is not allowed: {e}"),
+        )
+    })?;
+    Ok(config)
 }

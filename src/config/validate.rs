@@ -47,6 +47,9 @@ const GPU_MAX_TILES_PER_CALL: u64 = 16384;
 #[derive(Debug, Clone)]
 pub struct Validated {
     pub config: Config,
+    /// The array's key in a stream of several arrays (`""`: the only
+    /// array, at the store's root).
+    pub key: String,
     pub layout: Layout,
     /// Dimension names, defaults filled in.
     pub names: Vec<String>,
@@ -112,6 +115,7 @@ impl Config {
         };
         Ok(Validated {
             config: self.clone(),
+            key: String::new(),
             layout,
             names,
             staging_buffers,
@@ -265,6 +269,16 @@ fn plan_staging(
 }
 
 impl Validated {
+    /// The array's keys' prefix in the store: `""` for the only array, else
+    /// its key and a slash.
+    pub fn prefix(&self) -> String {
+        if self.key.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.key)
+        }
+    }
+
     /// The staging plan for the GPU backend: larger buffers, one compressor
     /// call each (an explicit `staging_bytes` still bounds it).
     pub fn with_gpu_staging(&self) -> Result<Validated, ConfigError> {

@@ -5,12 +5,17 @@
 //!
 //! Keys, relative to the store's root: without OME the store is one array
 //! (`zarr.json`, shards under `c/`); with OME the root is a group and
-//! level `k` is the array under `k/` (`k/zarr.json`, `k/c/...`).
+//! level `k` is the array under `k/` (`k/zarr.json`, `k/c/...`). In a
+//! stream of several arrays each array's keys are below its own key
+//! (`<key>/zarr.json`...), and the groups around them come from
+//! [`group_documents`].
 
 mod array;
+mod groups;
 mod ome;
 
 pub use array::zarr_json;
+pub use groups::group_documents;
 pub use ome::group_json;
 
 use crate::config::Validated;
@@ -20,9 +25,9 @@ use serde_json::{Map, Value};
 /// `"<level>/"` in an OME image.
 pub fn level_prefix(v: &Validated, level: u32) -> String {
     if v.image.is_ome() {
-        format!("{level}/")
+        format!("{}{level}/", v.prefix())
     } else {
-        String::new()
+        v.prefix()
     }
 }
 
@@ -57,7 +62,7 @@ pub fn attributes_document(
 ) -> Document {
     if v.image.is_ome() {
         Document {
-            key: "zarr.json".into(),
+            key: format!("{}zarr.json", v.prefix()),
             json: group_json(v, attributes),
         }
     } else {
