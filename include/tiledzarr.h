@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 5
+#define TZ_VERSION_MINOR 6
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -316,6 +316,11 @@ typedef struct tz_shard {
    * `<store>/<k>/` in an OME-Zarr store. Since 0.4.
    */
   uint32_t level;
+  /**
+   * The array the shard belongs to: its index in the configuration's
+   * `arrays` (0 in a stream of one array). Since 0.6.
+   */
+  uint32_t array;
 } tz_shard;
 
 /**
@@ -805,6 +810,38 @@ int32_t tz_recover(const char *store_path, struct tz_recovery *out);
 const char *tz_version(void);
 
 /**
+ * tz_write to array `array` of a stream of several arrays: the index of
+ * its entry in the configuration's `arrays` (tz_write writes to array 0).
+ * Frames of different arrays may interleave at any frame boundary; a
+ * bounded array that is full returns `-TZ_ERR_OVERFLOW` and the others
+ * take more. `-TZ_ERR_INVALID_ARGUMENT` for an array that does not exist
+ * (the stream stays usable). Since 0.6.
+ */
+int64_t tz_write_to(struct tz_stream *s, uint32_t array, const void *data, size_t nbytes);
+
+/**
+ * tz_write_all to array `array` (see tz_write_to). Since 0.6.
+ */
+int64_t tz_write_all_to(struct tz_stream *s,
+                        uint32_t array,
+                        const void *data,
+                        size_t nbytes,
+                        int64_t timeout_ms);
+
+/**
+ * The index of the array whose key is `key` (as in the configuration's
+ * `arrays`), in `*index`. TZ_ERR_INVALID_ARGUMENT, naming the stream's
+ * keys, when no array has it; a stream of one array has the key "".
+ * Since 0.6.
+ */
+int32_t tz_array_index(const struct tz_stream *s, const char *key, uint32_t *index);
+
+/**
+ * How many arrays the stream writes, in `*count`. Since 0.6.
+ */
+int32_t tz_array_count(const struct tz_stream *s, uint32_t *count);
+
+/**
  * Fills `out` with the stream's counters. Never waits: safe to call from
  * any thread, also while another is in tz_flush or tz_write_all.
  */
@@ -885,6 +922,14 @@ uint64_t tz_release_cached_memory(void);
 int32_t tz_reserve(struct tz_stream *s,
                    void **ptr,
                    size_t *nbytes);
+
+/**
+ * tz_reserve for array `array` of a stream of several arrays (the index
+ * of its entry in the configuration's `arrays`; see tz_array_index); a
+ * reservation holds back writes to every array until its tz_commit.
+ * TZ_ERR_INVALID_ARGUMENT for an array that does not exist. Since 0.6.
+ */
+int32_t tz_reserve_to(struct tz_stream *s, uint32_t array, void **ptr, size_t *nbytes);
 
 /**
  * Passes on the first `nbytes` bytes written into the reservation of the

@@ -14,6 +14,11 @@ pub enum Error {
     InvalidArgument(String),
     #[error("write past the end of the array: it holds {capacity} bytes, all of them written")]
     Overflow { capacity: u64 },
+    /// The same for one array of a stream of several: the others take more.
+    #[error(
+        "write past the end of array {array:?}: it holds {capacity} bytes, all of them written"
+    )]
+    ArrayOverflow { array: String, capacity: u64 },
     #[error("the stream is finished: tz_flush has run")]
     Finished,
     #[error("the sink failed on shard {coord:?}: {reason}")]
@@ -74,6 +79,7 @@ impl Error {
             Error::Config(_)
             | Error::NullArgument(_)
             | Error::Overflow { .. }
+            | Error::ArrayOverflow { .. }
             | Error::Finished
             | Error::Timeout(_) => {}
         }

@@ -327,6 +327,9 @@ fn malformed_key(key: &str) -> Option<String> {
         if part.starts_with("__") {
             return Some(format!("`{part}`: names starting with `__` are Zarr's"));
         }
+        if part == "c" {
+            return Some("`c` holds an array's chunks".into());
+        }
         if part == "zarr.json" {
             return Some("`zarr.json` is a document's name".into());
         }

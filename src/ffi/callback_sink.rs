@@ -41,6 +41,7 @@ impl ShardSink for CallbackSink {
             index: shard.index.as_ptr(),
             index_bytes: shard.index.len(),
             level: shard.level,
+            array: shard.array,
         };
         // SAFETY: `c` and the slices it points into outlive the call; the
         // callback and its user data are the user's promise.

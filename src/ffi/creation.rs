@@ -6,7 +6,7 @@ use super::*;
 use callback_sink::CallbackSink;
 
 pub(super) fn create(
-    config: Result<Config, Error>,
+    config: Result<StreamConfig, Error>,
     sink: tz_shard_sink_fn,
     sink_user_data: *mut c_void,
     out: *mut *mut tz_stream,
@@ -14,7 +14,7 @@ pub(super) fn create(
     let id = guard::next_stream_id();
     let sink =
         CallbackSink::new(sink, sink_user_data, id).map(|s| Box::new(s) as Box<dyn ShardSink>);
-    let stream = Stream::new(&config?, sink)?;
+    let stream = Stream::create(&config?, sink)?;
     let handle = Box::new(tz_stream {
         id,
         stats: stream.stats(),
@@ -59,7 +59,7 @@ pub(super) fn create_image_impl(
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
         // SAFETY: the caller's tz_config and tz_image are valid (see their docs).
         let cfg = unsafe { config_of(c, image) };
-        create(cfg, c.sink, c.sink_user_data, out)
+        create(cfg.map(StreamConfig::from), c.sink, c.sink_user_data, out)
     })
 }
 
@@ -71,14 +71,13 @@ pub(super) fn backend_code(kind: crate::backend::BackendKind) -> u32 {
 }
 
 pub(super) fn estimate(
-    config: Result<Config, Error>,
+    config: Result<StreamConfig, Error>,
     out: *mut tz_memory_plan,
 ) -> Result<i32, Error> {
     if out.is_null() {
         return Err(Error::NullArgument("out"));
     }
-    let v = config?.validate()?;
-    let (kind, plan) = crate::backend::estimate(&v)?;
+    let (kind, plan) = crate::pipeline::estimate(&config?.validate()?)?;
     let p = tz_memory_plan {
         device_bytes: plan.device_bytes,
         pinned_bytes: plan.pinned_bytes,
@@ -100,6 +99,6 @@ pub(super) fn estimate_image_impl(
         // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
         // SAFETY: the caller's tz_config and tz_image are valid (see their docs).
-        estimate(unsafe { config_of(c, image) }, out)
+        estimate(unsafe { config_of(c, image) }.map(StreamConfig::from), out)
     })
 }

@@ -8,6 +8,7 @@
 // the safe `Stream` API instead.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod arrays;
 mod callback_sink;
 mod convert;
 mod creation;
@@ -18,12 +19,14 @@ mod reserve;
 mod status;
 mod types;
 
+pub use arrays::*;
 pub use metrics::*;
 pub use options::*;
 pub use reserve::*;
 pub use status::tz_status;
 pub use types::*;
 
+use crate::config::StreamConfig;
 use crate::error::Error;
 use crate::pipeline::{Lease, Stream, StreamStats};
 use crate::sink::ShardSink;
@@ -143,7 +146,7 @@ pub extern "C" fn tz_create_json(
         // SAFETY: NULL or a NUL-terminated string, by the C contract.
         let json = unsafe { convert::read_str(config_json, "config_json") }?
             .ok_or(Error::NullArgument("config_json"))?;
-        let cfg = Config::from_json(&json).map_err(Error::from);
+        let cfg = StreamConfig::from_json(&json).map_err(Error::from);
         create(cfg, sink, sink_user_data, out)
     })
 }
@@ -178,7 +181,7 @@ pub extern "C" fn tz_estimate_memory_json(
         // SAFETY: NULL or a NUL-terminated string, by the C contract.
         let json = unsafe { convert::read_str(config_json, "config_json") }?
             .ok_or(Error::NullArgument("config_json"))?;
-        estimate(Config::from_json(&json).map_err(Error::from), out)
+        estimate(StreamConfig::from_json(&json).map_err(Error::from), out)
     })
 }
 
@@ -234,7 +237,7 @@ fn refuse_from_own_sink(what: &str, h: &tz_stream) -> Result<(), Error> {
 /// `-TZ_ERR_FINISHED`; after a failure: the failure's status, every time.
 #[no_mangle]
 pub extern "C" fn tz_write(s: *mut tz_stream, data: *const c_void, nbytes: usize) -> i64 {
-    write_impl("tz_write", s, data, nbytes, None)
+    write_impl("tz_write", s, 0, data, nbytes, None)
 }
 
 /// Like tz_write, but waits for staging memory until all `nbytes` are taken
@@ -250,12 +253,13 @@ pub extern "C" fn tz_write_all(
     timeout_ms: i64,
 ) -> i64 {
     let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
-    write_impl("tz_write_all", s, data, nbytes, Some(timeout))
+    write_impl("tz_write_all", s, 0, data, nbytes, Some(timeout))
 }
 
 fn write_impl(
     what: &str,
     s: *mut tz_stream,
+    array: u32,
     data: *const c_void,
     nbytes: usize,
     blocking: Option<Option<Duration>>,
@@ -264,7 +268,7 @@ fn write_impl(
     with_stream(what, s, on_err, |stream| {
         if nbytes == 0 {
             // Still answers for a finished or poisoned stream.
-            return stream.try_write(&[]).map(|n| n as i64);
+            return stream.try_write_to(array as usize, &[]).map(|n| n as i64);
         }
         if data.is_null() {
             return Err(Error::NullArgument("data"));
@@ -278,8 +282,8 @@ fn write_impl(
         // that the caller does not change during the call.
         let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, nbytes) };
         let n = match blocking {
-            None => stream.try_write(bytes)?,
-            Some(timeout) => stream.write_blocking(bytes, timeout)?,
+            None => stream.try_write_to(array as usize, bytes)?,
+            Some(timeout) => stream.write_blocking_to(array as usize, bytes, timeout)?,
         };
         Ok(n as i64)
     })

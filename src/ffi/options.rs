@@ -5,6 +5,7 @@
 use super::types::{tz_config, tz_image, tz_memory_plan, tz_options};
 use super::tz_stream;
 use super::{config_of, convert, create, estimate, guard, status_of, tz_status};
+use crate::config::StreamConfig;
 use crate::error::Error;
 
 /// Fills `options` with the defaults (every field 0: the latency bound of
@@ -44,7 +45,7 @@ pub extern "C" fn tz_create_with(
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
         // SAFETY: the caller's structs are valid (see their docs).
         let cfg = unsafe { config_with(c, image, options) };
-        create(cfg, c.sink, c.sink_user_data, out)
+        create(cfg.map(StreamConfig::from), c.sink, c.sink_user_data, out)
     })
 }
 
@@ -61,7 +62,10 @@ pub extern "C" fn tz_estimate_memory_with(
         // SAFETY: NULL is checked; otherwise the caller passes a valid tz_config.
         let c = unsafe { config.as_ref() }.ok_or(Error::NullArgument("config"))?;
         // SAFETY: the caller's structs are valid (see their docs).
-        estimate(unsafe { config_with(c, image, options) }, out)
+        estimate(
+            unsafe { config_with(c, image, options) }.map(StreamConfig::from),
+            out,
+        )
     })
 }
 

@@ -30,7 +30,31 @@ use std::ffi::c_void;
 /// tz_flush, or a poisoned stream's status. Since 0.5.
 #[no_mangle]
 pub extern "C" fn tz_reserve(s: *mut tz_stream, ptr: *mut *mut c_void, nbytes: *mut usize) -> i32 {
-    with_open("tz_reserve", s, status_of, |open| {
+    reserve_impl("tz_reserve", s, 0, ptr, nbytes)
+}
+
+/// tz_reserve for array `array` of a stream of several arrays (the index
+/// of its entry in the configuration's `arrays`; see tz_array_index); a
+/// reservation holds back writes to every array until its tz_commit.
+/// TZ_ERR_INVALID_ARGUMENT for an array that does not exist. Since 0.6.
+#[no_mangle]
+pub extern "C" fn tz_reserve_to(
+    s: *mut tz_stream,
+    array: u32,
+    ptr: *mut *mut c_void,
+    nbytes: *mut usize,
+) -> i32 {
+    reserve_impl("tz_reserve_to", s, array, ptr, nbytes)
+}
+
+fn reserve_impl(
+    what: &str,
+    s: *mut tz_stream,
+    array: u32,
+    ptr: *mut *mut c_void,
+    nbytes: *mut usize,
+) -> i32 {
+    with_open(what, s, status_of, |open| {
         if ptr.is_null() {
             return Err(Error::NullArgument("ptr"));
         }
@@ -47,7 +71,7 @@ pub extern "C" fn tz_reserve(s: *mut tz_stream, ptr: *mut *mut c_void, nbytes: *
                 "a reservation is already outstanding: tz_commit it before tz_reserve".into(),
             ));
         }
-        if let Some(mut lease) = open.stream.lease()? {
+        if let Some(mut lease) = open.stream.lease_to(array as usize)? {
             // SAFETY: as above; the lease's memory stays put until it is
             // committed, given up at the flush or freed with the stream.
             unsafe {

@@ -94,7 +94,7 @@ impl From<&Error> for tz_status {
             Error::Config(_) => TZ_ERR_CONFIG,
             Error::NullArgument(_) => TZ_ERR_NULL_ARGUMENT,
             Error::InvalidArgument(_) => TZ_ERR_INVALID_ARGUMENT,
-            Error::Overflow { .. } => TZ_ERR_OVERFLOW,
+            Error::Overflow { .. } | Error::ArrayOverflow { .. } => TZ_ERR_OVERFLOW,
             Error::Finished => TZ_ERR_FINISHED,
             Error::Sink { .. } => TZ_ERR_SINK,
             Error::Io { .. } => TZ_ERR_IO,

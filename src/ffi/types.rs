@@ -78,6 +78,9 @@ pub struct tz_shard {
     /// for every shard without a pyramid), k for level k, whose array is at
     /// `<store>/<k>/` in an OME-Zarr store. Since 0.4.
     pub level: u32,
+    /// The array the shard belongs to: its index in the configuration's
+    /// `arrays` (0 in a stream of one array). Since 0.6.
+    pub array: u32,
 }
 
 /// Receives each complete shard on a library thread, never twice at once for

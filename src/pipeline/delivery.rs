@@ -1,5 +1,5 @@
-//! The delivery thread: it assembles each level's shards from the
-//! compressed epochs, in order, and hands them to the sink.
+//! The delivery thread: it assembles each array's and level's shards from
+//! the compressed epochs, in order, and hands them to the sink.
 
 use super::workers::guarded;
 use super::{Shared, Stage};
@@ -14,14 +14,15 @@ use std::sync::Arc;
 /// Work for the delivery thread.
 pub enum Delivery {
     Epoch(CompressedEpoch),
-    Finish { planes: Vec<u64> },
+    Finish { planes: Vec<Vec<u64>> },
 }
 
 pub struct DeliveryThread {
     pub shared: Arc<Shared>,
-    /// Per pyramid level (one without a pyramid): its layout and shards.
-    pub layouts: Vec<Layout>,
-    pub assemblers: Vec<ShardAssembler>,
+    /// Per array, per pyramid level (one without a pyramid): its layout
+    /// and shards.
+    pub layouts: Vec<Vec<Layout>>,
+    pub assemblers: Vec<Vec<ShardAssembler>>,
     pub sink: Box<dyn ShardSink>,
     pub deliveries: Receiver<Delivery>,
     pub spare_epochs: Sender<CompressedEpoch>,
@@ -66,19 +67,19 @@ impl DeliveryThread {
 
     fn deliver(&mut self, epoch: &CompressedEpoch) -> Result<()> {
         let t = std::time::Instant::now();
-        let k = epoch.level as usize;
-        let assembler = &mut self.assemblers[k];
+        let (a, k) = (epoch.array as usize, epoch.level as usize);
+        let assembler = &mut self.assemblers[a][k];
         let row_done = assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))?;
         if row_done {
-            let planes = self.layouts[k].planes_in_shard_rows(assembler.rows_emitted());
-            self.sink.progress(epoch.level, planes)?;
+            let planes = self.layouts[a][k].planes_in_shard_rows(assembler.rows_emitted());
+            self.sink.progress(epoch.array, epoch.level, planes)?;
         }
         self.shared.metrics.add_time(Stage::Sink, t.elapsed());
         Ok(())
     }
 
-    fn finish(&mut self, planes: &[u64]) -> Result<()> {
-        for a in &mut self.assemblers {
+    fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
+        for a in self.assemblers.iter_mut().flatten() {
             a.finish(&mut counted(&mut *self.sink, &self.shared))?;
         }
         self.sink.finish(planes)

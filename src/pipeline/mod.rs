@@ -8,7 +8,9 @@
 //! is free, `write` returns 0 (busy) at once.
 
 mod delivery;
+mod handles;
 mod intake;
+mod lanes;
 mod latency;
 mod pyramid;
 mod shared;
@@ -18,11 +20,13 @@ mod workers;
 pub use crate::metrics::{Metrics, Snapshot, Stage};
 
 use crate::backend::{Backend, BackendKind};
-use crate::config::{Config, Validated};
+use crate::config::{ArraysConfig, Config, Plan, StreamConfig, Validated};
 use crate::error::{Error, Result};
 use crate::sink::{FsStore, S3Store, ShardSink, Tee};
+pub use handles::{Reservation, StreamStats};
 use intake::Intake;
 pub use intake::Lease;
+pub use lanes::estimate;
 use parking_lot::Mutex;
 use shared::Shared;
 pub use start::copy_threads;
@@ -34,14 +38,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use workers::Job;
 
-/// A stream of row-major bytes into a sharded Zarr array.
+/// A stream of row-major bytes into a sharded Zarr array, or into several
+/// (see [`ArraysConfig`]): each array is addressed by its index, in the
+/// order of the configuration's `arrays`; the calls without one write to
+/// array 0.
 ///
 /// [`std::io::Write::write`] follows the non-blocking contract of the
 /// design: `Ok(0)` for a non-empty buffer means busy, call again later; it is
 /// not an error and not the end of the stream. (`write_all` from the standard
 /// library treats `Ok(0)` as an error: use [`Stream::write_blocking`].)
 pub struct Stream {
+    /// Array 0's validated configuration (the settings all arrays share).
     config: Validated,
+    plan: Plan,
     shared: Arc<Shared>,
     /// The write side, shared with the latency timer.
     intake: Arc<Mutex<Intake>>,
@@ -63,8 +72,10 @@ pub struct Stream {
 #[derive(Debug, Clone)]
 pub struct Summary {
     pub metrics: Snapshot,
-    /// Planes written along dimension 0 (the final extent).
+    /// Planes written along dimension 0 (the final extent) of array 0.
     pub planes: u64,
+    /// The same for every array.
+    pub array_planes: Vec<u64>,
     pub backend: BackendKind,
     pub backend_reason: String,
     /// Seconds from the first write to the end of `finish`.
@@ -79,20 +90,35 @@ impl Stream {
     /// shard state exist: a configuration refused for any reason leaves
     /// nothing on disk.
     pub fn new(config: &Config, sink: Option<Box<dyn ShardSink>>) -> Result<Stream> {
-        let v = config.validate()?;
-        if sink.is_none() && v.config.store.is_none() {
+        Stream::with_plan(Plan::single(config.validate()?), sink)
+    }
+
+    /// A stream of several arrays (see [`Stream::new`] for the rest).
+    pub fn with_arrays(config: &ArraysConfig, sink: Option<Box<dyn ShardSink>>) -> Result<Stream> {
+        Stream::with_plan(config.validate()?, sink)
+    }
+
+    /// A stream of either form of configuration.
+    pub fn create(config: &StreamConfig, sink: Option<Box<dyn ShardSink>>) -> Result<Stream> {
+        Stream::with_plan(config.validate()?, sink)
+    }
+
+    fn with_plan(plan: Plan, sink: Option<Box<dyn ShardSink>>) -> Result<Stream> {
+        if sink.is_none() && plan.shared().config.store.is_none() {
             return Err(Error::InvalidArgument(
                 "nothing would keep the data: give a sink or a store in the config".into(),
             ));
         }
-        let parts = Parts::prepare(v)?;
+        let parts = Parts::prepare(plan)?;
         let mut sinks: Vec<Box<dyn ShardSink>> = Vec::new();
         if let Some(sink) = sink {
             sinks.push(sink);
         }
-        match &parts.v.config.store {
-            Some(store) if store.url.is_some() => sinks.push(Box::new(S3Store::create(&parts.v)?)),
-            Some(_) => sinks.push(Box::new(FsStore::create(&parts.v)?)),
+        match &parts.plan.shared().config.store {
+            Some(store) if store.url.is_some() => {
+                sinks.push(Box::new(S3Store::create(&parts.plan)?))
+            }
+            Some(_) => sinks.push(Box::new(FsStore::create(&parts.plan)?)),
             None => {}
         }
         let sink: Box<dyn ShardSink> = match sinks.len() {
@@ -102,16 +128,37 @@ impl Stream {
         parts.start(sink)
     }
 
-    /// The validated configuration.
+    /// Array 0's validated configuration.
     pub fn config(&self) -> &Validated {
         &self.config
+    }
+
+    /// Every array's validated configuration and how they are laid out.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The index of the array with `key` (`""`: the only array of a stream
+    /// of one).
+    pub fn array_index(&self, key: &str) -> Result<usize> {
+        self.plan.index_of(key).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "no array has the key {key:?}; the stream's arrays are {:?}",
+                self.plan.arrays.iter().map(|v| &v.key).collect::<Vec<_>>()
+            ))
+        })
     }
 
     /// Copies as much of `data` as free staging memory takes, without
     /// waiting. Returns the bytes taken: 0 (for non-empty `data`) when busy.
     pub fn try_write(&mut self, data: &[u8]) -> Result<usize> {
+        self.try_write_to(0, data)
+    }
+
+    /// [`Stream::try_write`] to array `array`.
+    pub fn try_write_to(&mut self, array: usize, data: &[u8]) -> Result<usize> {
         self.check_open()?;
-        self.intake.lock().try_write(data, &self.copy_pool)
+        self.intake.lock().try_write(array, data, &self.copy_pool)
     }
 
     /// Writes all of `data`, waiting for staging memory as needed, at most
@@ -119,16 +166,25 @@ impl Stream {
     /// clock, such as `Duration::MAX`). Returns the bytes taken: fewer than
     /// `data.len()` only when the timeout expired.
     pub fn write_blocking(&mut self, data: &[u8], timeout: Option<Duration>) -> Result<usize> {
+        self.write_blocking_to(0, data, timeout)
+    }
+
+    /// [`Stream::write_blocking`] to array `array`.
+    pub fn write_blocking_to(
+        &mut self,
+        array: usize,
+        data: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
         // A timeout past what the clock can represent (`Duration::MAX` for
         // "forever") has no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let capacity = self.config.layout.array_bytes();
         let mut done = 0;
         loop {
-            done += self.try_write(&data[done..])?;
+            done += self.try_write_to(array, &data[done..])?;
             // At the end of a bounded array, what was taken is reported now
             // and the overflow on the next call, as `try_write` does.
-            let at_end = Some(self.intake.lock().bytes_in) == capacity;
+            let at_end = self.intake.lock().is_full(array);
             if done == data.len() || (done > 0 && at_end) {
                 return Ok(done);
             }
@@ -139,7 +195,7 @@ impl Stream {
                 Some(d) => d.saturating_duration_since(Instant::now()).min(turn),
                 None => turn,
             };
-            let got = self.intake.lock().wait_for_buffer(wait)?;
+            let got = self.intake.lock().wait_for_buffer(array, wait)?;
             if !got && deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(done);
             }
@@ -160,11 +216,13 @@ impl Stream {
     /// stream is borrowed until [`Reservation::commit`], and a reservation
     /// dropped without it counts no bytes.
     pub fn reserve(&mut self) -> Result<Reservation<'_>> {
-        let lease = self.lease()?;
-        Ok(Reservation {
-            stream: self,
-            lease,
-        })
+        self.reserve_to(0)
+    }
+
+    /// [`Stream::reserve`] for array `array`.
+    pub fn reserve_to(&mut self, array: usize) -> Result<Reservation<'_>> {
+        let lease = self.lease_to(array)?;
+        Ok(Reservation::new(self, lease))
     }
 
     /// The lease behind [`Stream::reserve`], for callers that hold it
@@ -172,8 +230,13 @@ impl Stream {
     /// [`Stream::commit`] or [`Stream::cancel`]. A second lease before
     /// that is refused.
     pub fn lease(&mut self) -> Result<Option<Lease>> {
+        self.lease_to(0)
+    }
+
+    /// [`Stream::lease`] for array `array`.
+    pub fn lease_to(&mut self, array: usize) -> Result<Option<Lease>> {
         self.check_open()?;
-        self.intake.lock().lease()
+        self.intake.lock().lease(array)
     }
 
     /// Passes on the first `n` bytes written into the lease in `lease`
@@ -235,21 +298,34 @@ impl Stream {
         }
         let (jobs, bytes_in, started) = {
             let mut intake = self.intake.lock();
-            (intake.close()?, intake.bytes_in, intake.started)
+            let bytes_in: Vec<u64> = (0..self.plan.arrays.len())
+                .map(|a| intake.bytes_in(a))
+                .collect();
+            (intake.close()?, bytes_in, intake.started)
         };
         // The timer ends with its wake-up channel, closed with the queue.
         if let Some(t) = self.timer.take() {
             let _ = t.join();
         }
-        let layout = &self.config.layout;
         // A trailing partial element or plane is padded: the extent counts it.
-        let planes = if layout.is_unbounded() {
-            bytes_in.div_ceil(layout.plane_bytes())
-        } else {
-            layout.dims()[0].size
-        };
+        let array_planes: Vec<u64> = self
+            .plan
+            .arrays
+            .iter()
+            .zip(&bytes_in)
+            .map(|(v, &bytes)| match v.layout.is_unbounded() {
+                true => bytes.div_ceil(v.layout.plane_bytes()),
+                false => v.layout.dims()[0].size,
+            })
+            .collect();
         if let Some(jobs) = jobs {
-            let planes = crate::metadata::level_planes(&self.config, planes);
+            let planes = self
+                .plan
+                .arrays
+                .iter()
+                .zip(&array_planes)
+                .map(|(v, &p)| crate::metadata::level_planes(v, p))
+                .collect();
             let _ = jobs.send(Job::Finish { planes });
         }
         for t in self.threads.drain(..) {
@@ -262,7 +338,8 @@ impl Stream {
         let sel = &self.shared.selection;
         Ok(Summary {
             metrics: self.shared.metrics.snapshot(),
-            planes,
+            planes: array_planes[0],
+            array_planes,
             backend: sel.kind,
             backend_reason: sel.reason.clone(),
             seconds: started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
@@ -277,6 +354,13 @@ impl Stream {
             return Err(Error::Finished);
         }
         self.shared.check()?;
+        if self.plan.arrays.len() > 1 {
+            return Err(Error::InvalidArgument(
+                "a stream of several arrays takes each array's attributes in its \
+                 configuration; they are not replaced while it runs"
+                    .into(),
+            ));
+        }
         let map = crate::config::check_attributes(attributes)?;
         self.shared.attributes.set(map);
         Ok(())
@@ -314,73 +398,6 @@ impl Stream {
             return Err(done.clone().err().unwrap_or(Error::Finished));
         }
         self.shared.check()
-    }
-}
-
-/// Free staging memory handed to the caller ([`Stream::reserve`]); it
-/// dereferences to the bytes to write.
-pub struct Reservation<'a> {
-    stream: &'a mut Stream,
-    lease: Option<Lease>,
-}
-
-impl Reservation<'_> {
-    /// Passes on the first `n` bytes written (at most the reservation's
-    /// length).
-    pub fn commit(mut self, n: usize) -> Result<()> {
-        if self.lease.is_none() && n == 0 {
-            return Ok(());
-        }
-        self.stream.commit(&mut self.lease, n)
-    }
-}
-
-impl std::ops::Deref for Reservation<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.lease.as_ref().map_or(&[], |l| l.bytes_ref())
-    }
-}
-
-impl std::ops::DerefMut for Reservation<'_> {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        match &mut self.lease {
-            Some(l) => l.bytes(),
-            None => &mut [],
-        }
-    }
-}
-
-impl Drop for Reservation<'_> {
-    /// Without a commit, no byte of the reservation counts.
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.stream.cancel(lease);
-        }
-    }
-}
-
-/// Read-only access to a stream's counters from any thread.
-#[derive(Clone)]
-pub struct StreamStats(Arc<Shared>);
-
-impl StreamStats {
-    pub fn snapshot(&self) -> Snapshot {
-        self.0.metrics.snapshot()
-    }
-    pub fn backend(&self) -> (BackendKind, &str) {
-        (self.0.selection.kind, &self.0.selection.reason)
-    }
-}
-
-impl std::io::Write for Stream {
-    /// Non-blocking: `Ok(0)` means busy (see [`Stream`]).
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.try_write(buf).map_err(std::io::Error::other)
-    }
-    /// Data goes out in whole shards; only [`Stream::finish`] completes it.
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.shared.check().map_err(std::io::Error::other)
     }
 }
 

@@ -15,17 +15,20 @@ pub struct Shared {
     pub cancel: AtomicBool,
     /// The user's attributes, replaceable until the flush.
     pub attributes: Arc<SharedAttributes>,
+    /// Each array's key (for messages).
+    pub keys: Vec<String>,
     poisoned: AtomicBool,
     poison: Mutex<Option<Error>>,
 }
 
 impl Shared {
-    pub fn new(selection: Selection, attributes: SharedAttributes) -> Shared {
+    pub fn new(selection: Selection, attributes: SharedAttributes, keys: Vec<String>) -> Shared {
         Shared {
             metrics: Metrics::default(),
             selection,
             cancel: AtomicBool::new(false),
             attributes: Arc::new(attributes),
+            keys,
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
         }

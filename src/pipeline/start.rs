@@ -3,14 +3,15 @@
 //! ([`Parts::start`]).
 
 use super::delivery::DeliveryThread;
-use super::intake::{FreeBuffers, Intake, IntakeParts};
+use super::intake::{ArrayIntake, FreeBuffers, Intake, IntakeParts};
+use super::lanes::{extra_staging_bytes, lane_staging, Lanes};
 use super::latency;
 use super::pyramid::Pyramid;
 use super::shared::Shared;
 use super::workers::ComputeThread;
 use super::Stream;
 use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer};
-use crate::config::Validated;
+use crate::config::{BackendChoice, Plan};
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
 use crate::sink::{ShardSink, SharedAttributes, StreamHooks};
@@ -31,65 +32,130 @@ pub fn copy_threads(kind: BackendKind) -> usize {
     }
 }
 
-/// Everything a stream allocates before its store exists: the backend,
-/// the staging buffers and the shard state.
-pub(super) struct Parts {
-    pub(super) v: Validated,
+/// One lane's backend and staging (see [`super::lanes`]).
+struct LaneParts {
     backend: Box<dyn Backend>,
-    selection: backend::Selection,
+    buffer_bytes: usize,
+    /// The most staging buffers the lane takes.
+    buffers: usize,
     /// The first staging buffer; the others come from `more_staging`
     /// on a thread of their own once the stream runs.
     staging: StagingBuffer,
     more_staging: Option<StagingAllocator>,
-    /// One per pyramid level.
-    assemblers: Vec<ShardAssembler>,
-    pyramid: Option<Pyramid>,
+}
+
+/// Everything a stream allocates before its store exists: the backends,
+/// the first staging buffers and the shard state.
+pub(super) struct Parts {
+    pub(super) plan: Plan,
+    selection: backend::Selection,
+    lanes: Vec<LaneParts>,
+    lane_of: Vec<usize>,
+    /// Per array, one per pyramid level.
+    assemblers: Vec<Vec<ShardAssembler>>,
+    pyramids: Vec<Option<Pyramid>>,
 }
 
 impl Parts {
-    pub(super) fn prepare(mut v: Validated) -> Result<Parts> {
-        let (backend, mut selection) = backend::select(&mut v)?;
-        let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
-        let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
-        let assemblers = v
-            .image
-            .levels
-            .iter()
-            .enumerate()
-            .map(|(k, l)| {
-                ShardAssembler::new(l, v.config.index_location, max_chunk as u64)
-                    .map(|a| a.for_level(k as u32))
-            })
-            .collect::<Result<_>>()?;
-        let pyramid = Pyramid::new(&v, backend::level1_backend(&v, &mut selection)?)?;
-        let mut alloc = backend.staging_allocator()?;
-        let staging = alloc(buffer_bytes)?;
-        let more_staging = (v.staging_buffers > 1).then_some(alloc);
+    pub(super) fn prepare(mut plan: Plan) -> Result<Parts> {
+        let lanes_of = Lanes::of(&plan);
+        let mut selection: Option<backend::Selection> = None;
+        let mut lanes = Vec::with_capacity(lanes_of.first.len());
+        let mut extra_host = 0u64;
+        for (l, &first) in lanes_of.first.iter().enumerate() {
+            let v = &mut plan.arrays[first];
+            if let Some(chosen) = &selection {
+                // Every lane runs where the first one does.
+                v.config.backend = match chosen.kind {
+                    BackendKind::Gpu => BackendChoice::Gpu,
+                    BackendKind::Cpu => BackendChoice::Cpu,
+                };
+            }
+            let (backend, chosen) = backend::select(v)?;
+            selection.get_or_insert(chosen);
+            let members = lanes_of.members(l);
+            let (per_buffer, buffers) = lane_staging(v, members);
+            extra_host = extra_host.saturating_add(extra_staging_bytes(v, members));
+            let buffer_bytes = (v.layout.epoch_bytes() * per_buffer) as usize;
+            let mut alloc = backend.staging_allocator()?;
+            let staging = alloc(buffer_bytes)?;
+            lanes.push(LaneParts {
+                backend,
+                buffer_bytes,
+                buffers,
+                staging,
+                more_staging: (buffers > 1).then_some(alloc),
+            });
+        }
+        let mut selection = selection.expect("a stream has an array");
+        let single = plan.arrays.len() == 1;
+        let mut assemblers = Vec::with_capacity(plan.arrays.len());
+        let mut pyramids = Vec::with_capacity(plan.arrays.len());
+        let mut pool = None;
+        for (a, v) in plan.arrays.iter().enumerate() {
+            let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
+            let levels = v
+                .image
+                .levels
+                .iter()
+                .enumerate()
+                .map(|(k, l)| {
+                    ShardAssembler::new(l, v.config.index_location, max_chunk as u64)
+                        .map(|s| s.for_level(k as u32).for_array(a as u32))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if !single {
+                // The first array of a lane has its backend's memory
+                // checked; every other array's shard state is checked here.
+                extra_host = extra_host.saturating_add(
+                    v.image
+                        .levels
+                        .iter()
+                        .map(|l| ShardAssembler::memory_bytes(l, max_chunk as u64))
+                        .sum::<u64>(),
+                );
+            }
+            assemblers.push(levels);
+            // Level 1 of a stream of several arrays is reduced and
+            // compressed on the host: a GPU backend per array's level 1
+            // would take the device memory the arrays share.
+            let level1 = if single {
+                backend::level1_backend(v, &mut selection)?
+            } else {
+                let mut host = backend::Selection {
+                    kind: BackendKind::Cpu,
+                    reason: String::new(),
+                };
+                backend::level1_backend(v, &mut host)?
+            };
+            pyramids.push(Pyramid::new(v, level1, &mut pool)?);
+        }
+        crate::memory::check_available(extra_host, "this stream's other arrays")?;
         Ok(Parts {
-            v,
-            backend,
+            plan,
             selection,
-            staging,
-            more_staging,
+            lanes,
+            lane_of: lanes_of.lane_of,
             assemblers,
-            pyramid,
+            pyramids,
         })
     }
 
     /// Starts the pipeline's threads on `sink`.
     pub(super) fn start(self, mut sink: Box<dyn ShardSink>) -> Result<Stream> {
         let Parts {
-            v,
-            backend,
+            plan,
             selection,
-            staging,
-            more_staging,
+            lanes,
+            lane_of,
             assemblers,
-            pyramid,
+            pyramids,
         } = self;
         let copy_threads = copy_threads(selection.kind);
-        let attributes = SharedAttributes::new(v.image.attributes.clone());
-        let shared = Arc::new(Shared::new(selection, attributes));
+        let v0 = plan.shared();
+        let attributes = SharedAttributes::new(v0.image.attributes.clone());
+        let keys = plan.arrays.iter().map(|v| v.key.clone()).collect();
+        let shared = Arc::new(Shared::new(selection, attributes, keys));
         let (poisoned, noted) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
         sink.attach(&StreamHooks {
             poison: Arc::new(move |e| {
@@ -105,48 +171,65 @@ impl Parts {
             uploads: shared.metrics.uploads.clone(),
             attributes: shared.attributes.clone(),
         });
-        let buffer_bytes = (v.layout.epoch_bytes() * v.epochs_per_buffer) as usize;
-        let n = v.staging_buffers;
-        let (free_tx, free_rx) = mpsc::channel();
-        free_tx.send(staging).expect("receiver alive");
-        // The other buffers as the writer outruns the hand-off (see
-        // intake/free.rs), allocated on a thread of their own.
-        let (grow_tx, grow_rx) = mpsc::channel::<()>();
-        let allocate_more = more_staging.map(|mut alloc| {
-            let free = free_tx.clone();
-            move || {
-                // A buffer that cannot be allocated now leaves the stream
-                // with fewer (the memory was checked at create): slower
-                // when the input outruns the backend, never wrong.
-                for () in grow_rx {
-                    let Ok(buf) = alloc(buffer_bytes) else { return };
-                    if free.send(buf).is_err() {
-                        return; // the stream is gone
+        // Staging buffers go back to their lane's pool: the compute
+        // thread sends each with its lane.
+        let mut backends = Vec::with_capacity(lanes.len());
+        let mut free_staging = Vec::with_capacity(lanes.len());
+        let mut free_senders = Vec::with_capacity(lanes.len());
+        let mut allocators = Vec::new();
+        let mut all_buffers = 0;
+        let lane_buffer_bytes: Vec<usize> = lanes.iter().map(|l| l.buffer_bytes).collect();
+        for lane in lanes {
+            let (free_tx, free_rx) = mpsc::channel();
+            free_tx.send(lane.staging).expect("receiver alive");
+            // The other buffers as the writer outruns the hand-off (see
+            // intake/free.rs), allocated on a thread of their own.
+            let (grow_tx, grow_rx) = mpsc::channel::<()>();
+            let buffer_bytes = lane.buffer_bytes;
+            if let Some(mut alloc) = lane.more_staging {
+                let free = free_tx.clone();
+                allocators.push(move || {
+                    // A buffer that cannot be allocated now leaves the
+                    // stream with fewer (the memory was checked at
+                    // create): slower when the input outruns the backend,
+                    // never wrong.
+                    for () in grow_rx {
+                        let Ok(buf) = alloc(buffer_bytes) else { return };
+                        if free.send(buf).is_err() {
+                            return; // the stream is gone
+                        }
                     }
-                }
+                });
             }
-        });
-        let free_staging = FreeBuffers::new(free_rx, Some(grow_tx), n - 1);
+            free_staging.push(FreeBuffers::new(free_rx, Some(grow_tx), lane.buffers - 1));
+            free_senders.push(free_tx);
+            backends.push(lane.backend);
+            all_buffers += lane.buffers;
+        }
         // Every staging buffer plus the finish message fits: sends never block.
-        let (job_tx, job_rx) = mpsc::sync_channel(n + 1);
+        let (job_tx, job_rx) = mpsc::sync_channel(all_buffers + 1);
         let (del_tx, del_rx) = mpsc::sync_channel(1);
         let (spare_tx, spare_rx) = mpsc::channel();
         let (retired_tx, retired_rx) = mpsc::channel();
+        let lanes_n = backends.len();
         let compute = ComputeThread {
             retired: retired_tx,
             shared: shared.clone(),
-            backend,
-            layout: v.layout.clone(),
+            backends,
+            lane_of: lane_of.clone(),
+            layouts: plan.arrays.iter().map(|v| v.layout.clone()).collect(),
+            owed: vec![Default::default(); lanes_n],
             jobs: job_rx,
-            free_staging: free_tx,
+            free_staging: free_senders,
             deliveries: del_tx,
             spare_epochs: Arc::new(parking_lot::Mutex::new(spare_rx)),
-            pyramid,
+            has_pyramid: pyramids.iter().map(Option::is_some).collect(),
+            pyramids,
         };
         let (retired_sink_tx, retired_sink_rx) = mpsc::channel();
         let delivery = DeliveryThread {
             shared: shared.clone(),
-            layouts: v.image.levels.clone(),
+            layouts: plan.arrays.iter().map(|v| v.image.levels.clone()).collect(),
             assemblers,
             sink,
             deliveries: del_rx,
@@ -163,7 +246,7 @@ impl Parts {
             spawn("tz-compute", Box::new(move || compute.run()))?,
             spawn("tz-delivery", Box::new(move || delivery.run()))?,
         ];
-        if let Some(f) = allocate_more {
+        for f in allocators {
             threads.push(spawn("tz-staging", Box::new(f))?);
         }
         let copy_pool = rayon::ThreadPoolBuilder::new()
@@ -172,21 +255,31 @@ impl Parts {
             .build()
             .map_err(|e| Error::Internal(format!("starting copy threads: {e}")))?;
         let (wake_tx, wake_rx) = mpsc::channel();
+        let arrays = plan
+            .arrays
+            .iter()
+            .zip(&lane_of)
+            .map(|(v, &lane)| ArrayIntake {
+                lane,
+                buffer_bytes: lane_buffer_bytes[lane],
+                epoch_bytes: v.layout.epoch_bytes() as usize,
+                capacity: v.layout.array_bytes(),
+            })
+            .collect();
         let intake = Arc::new(Mutex::new(Intake::new(IntakeParts {
             shared: shared.clone(),
-            buffer_bytes,
-            epoch_bytes: v.layout.epoch_bytes() as usize,
-            capacity: v.layout.array_bytes(),
+            arrays,
             free_staging,
             jobs: job_tx,
             wake_timer: Some(wake_tx),
         })));
-        let timer = latency::start(&intake, v.max_latency, wake_rx)?;
+        let timer = latency::start(&intake, v0.max_latency, wake_rx)?;
         Ok(Stream {
             _retired: retired_rx,
             _retired_sink: retired_sink_rx,
             copy_pool,
-            config: v,
+            config: plan.arrays[0].clone(),
+            plan,
             shared,
             intake,
             threads,

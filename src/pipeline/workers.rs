@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shard::CompressedEpoch;
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -31,16 +32,17 @@ const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Work for the compute thread.
 pub enum Job {
-    /// A staging buffer holding `valid` bytes of the epochs from
-    /// `first_epoch` on.
+    /// A staging buffer holding `valid` bytes of array `array`'s epochs
+    /// from `first_epoch` on.
     Batch {
+        array: u32,
         first_epoch: u64,
         buf: StagingBuffer,
         valid: usize,
     },
-    /// The stream is complete with `planes[k]` planes along dimension 0
-    /// on level `k`.
-    Finish { planes: Vec<u64> },
+    /// The stream is complete with `planes[a][k]` planes along dimension
+    /// 0 on array `a`'s level `k`.
+    Finish { planes: Vec<Vec<u64>> },
 }
 
 /// Runs `f`, turning a panic into a poisoned stream.
@@ -54,17 +56,28 @@ pub(super) fn guarded(shared: &Shared, what: &str, f: impl FnOnce() -> Result<()
 
 pub struct ComputeThread {
     pub shared: Arc<Shared>,
-    pub backend: Box<dyn Backend>,
-    pub layout: Layout,
+    /// One backend per lane: the arrays of one shape and codec share it.
+    pub backends: Vec<Box<dyn Backend>>,
+    /// Each array's lane.
+    pub lane_of: Vec<usize>,
+    /// Each array's level-0 layout.
+    pub layouts: Vec<Layout>,
+    /// Per lane, the arrays of the epochs its backend still owes, in
+    /// order, with how many: a backend that overlaps batches hands one
+    /// batch's epochs on while it takes the next.
+    pub owed: Vec<VecDeque<(u32, usize)>>,
     pub jobs: Receiver<Job>,
-    pub free_staging: Sender<StagingBuffer>,
+    /// Each lane's pool of free staging buffers.
+    pub free_staging: Vec<Sender<StagingBuffer>>,
     pub deliveries: SyncSender<Delivery>,
     /// Output objects the delivery thread is done with (shared with the
     /// pyramid's thread, so that what both take and give back balances).
     pub spare_epochs: Arc<Mutex<Receiver<CompressedEpoch>>>,
-    /// Pyramid levels 1.., when the stream has them: handed to their own
-    /// thread when the compute thread starts.
-    pub pyramid: Option<Pyramid>,
+    /// Each array's pyramid levels 1.., where it has them: handed to
+    /// their own thread when the compute thread starts.
+    pub pyramids: Vec<Option<Pyramid>>,
+    /// Whether each array has a pyramid.
+    pub has_pyramid: Vec<bool>,
     /// Where the backend goes when the stream is complete: to the stream
     /// itself, which frees it when it is destroyed. Freeing gigabytes of
     /// device and page-locked memory takes long enough that `finish` should
@@ -74,14 +87,17 @@ pub struct ComputeThread {
 
 /// Work for the pyramid's thread.
 enum PyramidJob {
-    /// A staging buffer whose first `bytes` are whole planes of level 0;
-    /// the buffer goes back to the write path once they are reduced.
+    /// A staging buffer whose first `bytes` are whole planes of array
+    /// `array`'s level 0; the buffer goes back to the write path once they
+    /// are reduced.
     Planes {
+        array: u32,
         buf: StagingBuffer,
         bytes: usize,
     },
     /// Level 1's planes, reduced by the backend from `below` planes of
-    /// level 0; the buffer goes back to the compute thread for reuse.
+    /// level 0 (a stream of one array); the buffer goes back to the
+    /// compute thread for reuse.
     Level1 {
         planes: Vec<u8>,
         below: u64,
@@ -94,9 +110,12 @@ enum PyramidJob {
 /// then compresses the levels' whole epochs.
 struct PyramidThread {
     shared: Arc<Shared>,
-    pyramid: Pyramid,
+    /// Each array's levels 1.. (`None`: it has no pyramid).
+    pyramids: Vec<Option<Pyramid>>,
     jobs: Receiver<PyramidJob>,
-    free_staging: Sender<StagingBuffer>,
+    /// Each lane's free staging buffers, and each array's lane.
+    free_staging: Vec<Sender<StagingBuffer>>,
+    lane_of: Vec<usize>,
     deliveries: SyncSender<Delivery>,
     spare_epochs: Arc<Mutex<Receiver<CompressedEpoch>>>,
     /// Level 1's buffers, back to the compute thread.
@@ -104,32 +123,43 @@ struct PyramidThread {
 }
 
 impl PyramidThread {
-    /// Returns the pyramid, whose backends the stream holds until it goes.
-    fn run(mut self) -> Pyramid {
+    /// Returns the pyramids, whose backends the stream holds until it goes.
+    fn run(mut self) -> Vec<Option<Pyramid>> {
         while let Ok(job) = self.jobs.recv() {
             let live = !(self.shared.is_poisoned() || self.shared.cancel.load(Relaxed));
             let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
             let shared = &self.shared;
-            let pyramid = &mut self.pyramid;
-            let mut outlet = |f: &mut dyn FnMut(&mut Pyramid, &mut Outlet<'_>) -> Result<()>| {
-                guarded(shared, "pyramid", || {
-                    f(
-                        pyramid,
-                        &mut Outlet {
-                            cancel: &shared.cancel,
-                            metrics: &shared.metrics,
-                            spare: &mut || spares.lock().try_recv().unwrap_or_default(),
-                            done: &mut |level, out| send(deliveries, level, out),
-                        },
-                    )
-                })
+            let array = match &job {
+                PyramidJob::Planes { array, .. } => *array,
+                PyramidJob::Level1 { .. } | PyramidJob::Finish => 0,
             };
+            let arrays = self.pyramids.len() as u32;
+            let pyramids = &mut self.pyramids;
+            let mut on =
+                |a: u32, f: &mut dyn FnMut(&mut Pyramid, &mut Outlet<'_>) -> Result<()>| {
+                    let Some(pyramid) = pyramids[a as usize].as_mut() else {
+                        return;
+                    };
+                    guarded(shared, "pyramid", || {
+                        f(
+                            pyramid,
+                            &mut Outlet {
+                                cancel: &shared.cancel,
+                                metrics: &shared.metrics,
+                                spare: &mut || spares.lock().try_recv().unwrap_or_default(),
+                                done: &mut |level, out| send(deliveries, a, level, out),
+                            },
+                        )
+                    })
+                };
+            let mut outlet =
+                |f: &mut dyn FnMut(&mut Pyramid, &mut Outlet<'_>) -> Result<()>| on(array, f);
             match job {
-                PyramidJob::Planes { buf, bytes } => {
+                PyramidJob::Planes { buf, bytes, .. } => {
                     if live {
                         outlet(&mut |p, _| p.reduce(&buf[..bytes], &shared.metrics));
                     }
-                    let _ = self.free_staging.send(buf);
+                    let _ = self.free_staging[self.lane_of[array as usize]].send(buf);
                     if live {
                         outlet(&mut |p, out| p.compress_whole(out));
                     }
@@ -150,39 +180,43 @@ impl PyramidThread {
                     }
                 }
                 PyramidJob::Finish => {
+                    drop(outlet);
                     if live {
-                        outlet(&mut |p, out| p.finish(out));
+                        for a in 0..arrays {
+                            on(a, &mut |p, out| p.finish(out));
+                        }
                     }
                     break;
                 }
             }
         }
-        self.pyramid
+        self.pyramids
     }
 }
 
 /// The compute thread's end of the pyramid's thread.
 struct PyramidLink {
     jobs: SyncSender<PyramidJob>,
-    thread: JoinHandle<Pyramid>,
-    /// Level 1's reduction when the backend does it, while every batch so
-    /// far held whole pairs of planes (after one that does not, the
-    /// pyramid's thread pairs planes itself).
+    thread: JoinHandle<Vec<Option<Pyramid>>>,
+    /// Level 1's reduction when the backend does it (a stream of one
+    /// array), while every batch so far held whole pairs of planes (after
+    /// one that does not, the pyramid's thread pairs planes itself).
     level1: Option<(PlaneReduction, bool)>,
     level1_free: Receiver<Vec<u8>>,
 }
 
 impl ComputeThread {
     pub fn run(mut self) {
-        let link = match self.pyramid.take() {
-            Some(pyramid) => match self.start_pyramid(pyramid) {
+        let pyramids = std::mem::take(&mut self.pyramids);
+        let link = match pyramids.iter().any(Option::is_some) {
+            true => match self.start_pyramid(pyramids) {
                 Ok(link) => Some(link),
                 Err(e) => {
                     self.shared.poison(e);
                     None
                 }
             },
-            None => None,
+            false => None,
         };
         let link = self.work(link);
         if let Some(link) = link {
@@ -190,16 +224,22 @@ impl ComputeThread {
             self.join_pyramid(link.thread);
         }
         // The receiver lives as long as the stream; when it is already
-        // gone, the backend is freed here.
-        let _ = self.retired.send(self.backend);
+        // gone, the backends are freed here.
+        for b in std::mem::take(&mut self.backends) {
+            let _ = self.retired.send(b);
+        }
     }
 
     /// Waits for the pyramid's thread; its backends go where level 0's
-    /// goes, to be freed with the stream.
-    fn join_pyramid(&self, thread: JoinHandle<Pyramid>) {
+    /// go, to be freed with the stream.
+    fn join_pyramid(&self, thread: JoinHandle<Vec<Option<Pyramid>>>) {
         match thread.join() {
-            Ok(pyramid) => {
-                for b in pyramid.into_backends() {
+            Ok(pyramids) => {
+                for b in pyramids
+                    .into_iter()
+                    .flatten()
+                    .flat_map(Pyramid::into_backends)
+                {
                     let _ = self.retired.send(b);
                 }
             }
@@ -209,17 +249,21 @@ impl ComputeThread {
         }
     }
 
-    fn start_pyramid(&self, pyramid: Pyramid) -> Result<PyramidLink> {
+    fn start_pyramid(&self, pyramids: Vec<Option<Pyramid>>) -> Result<PyramidLink> {
         // One buffer may wait while another is reduced: then the compute
         // thread waits, and with it, in time, the write path.
         let (jobs, rx) = mpsc::sync_channel(1);
         let (level1_tx, level1_free) = mpsc::channel();
-        let level1 = Some(pyramid.first_reduction());
+        let level1 = match pyramids.as_slice() {
+            [Some(only)] => Some(only.first_reduction()),
+            _ => None,
+        };
         let worker = PyramidThread {
             shared: self.shared.clone(),
-            pyramid,
+            pyramids,
             jobs: rx,
             free_staging: self.free_staging.clone(),
+            lane_of: self.lane_of.clone(),
             deliveries: self.deliveries.clone(),
             spare_epochs: self.spare_epochs.clone(),
             level1_free: level1_tx,
@@ -240,7 +284,7 @@ impl ComputeThread {
     fn work(&mut self, mut link: Option<PyramidLink>) -> Option<PyramidLink> {
         loop {
             // Only a backend holding a batch has anything to poll for.
-            let wait = if self.backend.holds_batch() {
+            let wait = if self.backends.iter().any(|b| b.holds_batch()) {
                 IDLE_POLL
             } else {
                 IDLE_WAIT
@@ -255,26 +299,32 @@ impl ComputeThread {
             };
             match job {
                 Job::Batch {
+                    array,
                     first_epoch,
                     mut buf,
                     valid,
                 } => {
+                    let free = self.free_staging[self.lane_of[array as usize]].clone();
                     let level1 = link.as_ref().and_then(|l| l.level1.as_ref());
-                    let bytes = self.compress(first_epoch, &mut buf, valid, level1);
+                    let bytes = self.compress(array, first_epoch, &mut buf, valid, level1);
                     // The receivers are gone only when the stream is dropped.
                     let Some(l) = &mut link else {
-                        let _ = self.free_staging.send(buf);
+                        let _ = free.send(buf);
                         continue;
                     };
+                    if self.pyramid_less(array) {
+                        let _ = free.send(buf);
+                        continue;
+                    }
                     let job = match self.level1_on_backend(l, bytes) {
                         Some(job) => {
-                            let _ = self.free_staging.send(buf);
+                            let _ = free.send(buf);
                             job
                         }
-                        None => PyramidJob::Planes { buf, bytes },
+                        None => PyramidJob::Planes { array, buf, bytes },
                     };
                     if let Err(mpsc::SendError(PyramidJob::Planes { buf, .. })) = l.jobs.send(job) {
-                        let _ = self.free_staging.send(buf);
+                        let _ = free.send(buf);
                     }
                 }
                 Job::Finish { planes } => {
@@ -295,27 +345,33 @@ impl ComputeThread {
         self.hand_on_held(|b, m, spare, done| b.collect_ready(m, spare, done));
     }
 
-    /// Runs `f` (the backend's `collect_ready` or `drain`) with the
-    /// delivery thread's spares and queue, unless the stream is poisoned
-    /// or abandoned.
-    fn hand_on_held(
-        &mut self,
-        f: impl FnOnce(&mut dyn Backend, &Metrics, Spare, Done) -> Result<()>,
-    ) {
-        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
-            return;
+    /// Runs `f` (a backend's `collect_ready` or `drain`) on every lane's
+    /// backend with the delivery thread's spares and queue, unless the
+    /// stream is poisoned or abandoned.
+    fn hand_on_held(&mut self, f: impl Fn(&mut dyn Backend, &Metrics, Spare, Done) -> Result<()>) {
+        for lane in 0..self.backends.len() {
+            if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
+                return;
+            }
+            let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
+            let shared = &self.shared;
+            let backend = &mut *self.backends[lane];
+            let owed = &mut self.owed[lane];
+            guarded(shared, "compute", || {
+                f(
+                    backend,
+                    &shared.metrics,
+                    &mut || spares.lock().try_recv().unwrap_or_default(),
+                    &mut |out| send(deliveries, next_owed(owed), 0, out),
+                )
+            });
         }
-        let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
-        let shared = &self.shared;
-        let backend = &mut *self.backend;
-        guarded(shared, "compute", || {
-            f(
-                backend,
-                &shared.metrics,
-                &mut || spares.lock().try_recv().unwrap_or_default(),
-                &mut |out| send(deliveries, 0, out),
-            )
-        });
+    }
+
+    /// Whether array `array` has no pyramid (its staging buffer is free
+    /// once compressed).
+    fn pyramid_less(&self, array: u32) -> bool {
+        !self.has_pyramid[array as usize]
     }
 
     /// Level 1 of the batch just compressed (`bytes` of whole planes), by
@@ -343,7 +399,7 @@ impl ComputeThread {
                     Error::OutOfMemory(format!("{len} bytes for a batch of pyramid level 1"))
                 })?;
             out.resize(len, 0);
-            reduced = self.backend.fetch_level1(planes, &mut out)?;
+            reduced = self.backends[0].fetch_level1(planes, &mut out)?;
             Ok(())
         });
         if !reduced {
@@ -368,12 +424,14 @@ impl ComputeThread {
     /// this batch too when it holds whole pairs of planes.
     fn compress(
         &mut self,
+        array: u32,
         first_epoch: u64,
         buf: &mut [u8],
         valid: usize,
         level1: Option<&(PlaneReduction, bool)>,
     ) -> usize {
-        let plane_bytes = self.layout.plane_bytes() as usize;
+        let layout = &self.layouts[array as usize];
+        let plane_bytes = layout.plane_bytes() as usize;
         let planes = valid.div_ceil(plane_bytes.max(1));
         let level1 =
             level1
@@ -386,13 +444,16 @@ impl ComputeThread {
         if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
             return planes * plane_bytes;
         }
-        let epoch_bytes = self.layout.epoch_bytes() as usize;
+        let epoch_bytes = layout.epoch_bytes() as usize;
         let epochs = valid.div_ceil(epoch_bytes);
         // The tail of the last epoch is padding: fill value.
         buf[valid..epochs * epoch_bytes].fill(0);
+        let lane = self.lane_of[array as usize];
+        let owed = &mut self.owed[lane];
+        owed.push_back((array, epochs));
         let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
         let shared = &self.shared;
-        let backend = &mut self.backend;
+        let backend = &mut self.backends[lane];
         guarded(shared, "compute", || {
             let job = BatchJob {
                 first_epoch,
@@ -405,7 +466,7 @@ impl ComputeThread {
             backend.compress_batch(
                 job,
                 &mut || spares.lock().try_recv().unwrap_or_default(),
-                &mut |out| send(deliveries, 0, out),
+                &mut |out| send(deliveries, next_owed(owed), 0, out),
             )
         });
         planes * plane_bytes
@@ -419,8 +480,29 @@ fn whole_pairs(pairs: bool, planes: usize) -> bool {
     !pairs || planes.is_multiple_of(2)
 }
 
-/// Hands an epoch of level `level` to the delivery thread (false: it is gone).
-fn send(deliveries: &SyncSender<Delivery>, level: u32, mut out: CompressedEpoch) -> bool {
+/// The array of the next epoch a lane's backend hands on.
+fn next_owed(owed: &mut VecDeque<(u32, usize)>) -> u32 {
+    let Some((array, left)) = owed.front_mut() else {
+        debug_assert!(false, "a backend handed on an epoch it was not given");
+        return 0;
+    };
+    let array = *array;
+    *left -= 1;
+    if *left == 0 {
+        owed.pop_front();
+    }
+    array
+}
+
+/// Hands an epoch of array `array`'s level `level` to the delivery thread
+/// (false: it is gone).
+fn send(
+    deliveries: &SyncSender<Delivery>,
+    array: u32,
+    level: u32,
+    mut out: CompressedEpoch,
+) -> bool {
+    out.array = array;
     out.level = level;
     deliveries.send(Delivery::Epoch(out)).is_ok()
 }

@@ -22,6 +22,8 @@ pub struct ShardAssembler {
     layout: Layout,
     /// The pyramid level whose shards this assembles.
     level: u32,
+    /// The stream's array whose shards this assembles.
+    array: u32,
     index_at_start: bool,
     /// Whether shard-major position `j` holds a tile (edge shards have holes).
     present: Vec<bool>,
@@ -61,6 +63,7 @@ impl ShardAssembler {
         Ok(ShardAssembler {
             layout: layout.clone(),
             level: 0,
+            array: 0,
             index_at_start: location == IndexLocation::Start,
             present,
             row_bytes,
@@ -70,6 +73,12 @@ impl ShardAssembler {
             coord: vec![0; layout.rank()],
             index_bytes,
         })
+    }
+
+    /// The same, for the shards of the stream's array `array`.
+    pub fn for_array(mut self, array: u32) -> ShardAssembler {
+        self.array = array;
+        self
     }
 
     /// The same, for the shards of pyramid level `level`.
@@ -170,6 +179,7 @@ impl ShardAssembler {
                 index: &self.index_bytes,
                 index_at_start: self.index_at_start,
                 level: self.level,
+                array: self.array,
             })?;
         }
         self.rows_emitted += 1;
@@ -201,6 +211,7 @@ impl ShardAssembler {
                 index: &self.index_bytes,
                 index_at_start: self.index_at_start,
                 level: self.level,
+                array: self.array,
             })?;
             shard.data.clear();
             shard.index.clear();

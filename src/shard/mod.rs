@@ -20,6 +20,8 @@ use std::sync::Arc;
 /// (see [`EpochData`]); [`CompressedEpoch::shard_data`] finds them.
 #[derive(Debug, Default, Clone)]
 pub struct CompressedEpoch {
+    /// The array of the stream it belongs to (0 in a stream of one).
+    pub array: u32,
     pub epoch: u64,
     /// The pyramid level (0 without a pyramid).
     pub level: u32,
@@ -173,6 +175,8 @@ pub struct Shard<'a> {
     pub index_at_start: bool,
     /// The pyramid level (0 without a pyramid).
     pub level: u32,
+    /// The array of the stream it belongs to (0 in a stream of one).
+    pub array: u32,
 }
 
 impl Shard<'_> {

@@ -4,6 +4,7 @@
 
 mod attributes;
 mod fs;
+mod images;
 mod object;
 
 pub use attributes::SharedAttributes;
@@ -37,15 +38,17 @@ pub trait ShardSink: Send {
     /// Takes one complete shard; the bytes are borrowed for this call only.
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()>;
 
-    /// Every plane along dimension 0 of level `level` below `planes` now
-    /// lies in emitted shards (called after each complete shard row).
-    fn progress(&mut self, _level: u32, _planes: u64) -> Result<()> {
+    /// Every plane along dimension 0 of array `array`'s level `level`
+    /// below `planes` now lies in emitted shards (called after each
+    /// complete shard row).
+    fn progress(&mut self, _array: u32, _level: u32, _planes: u64) -> Result<()> {
         Ok(())
     }
 
-    /// The stream is complete: level `k` holds `planes[k]` planes along
-    /// dimension 0. Returns once everything the sink was given is stored.
-    fn finish(&mut self, _planes: &[u64]) -> Result<()> {
+    /// The stream is complete: array `a`'s level `k` holds `planes[a][k]`
+    /// planes along dimension 0. Returns once everything the sink was
+    /// given is stored.
+    fn finish(&mut self, _planes: &[Vec<u64>]) -> Result<()> {
         Ok(())
     }
 
@@ -82,12 +85,12 @@ impl ShardSink for Tee {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.emit(shard))
     }
-    fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
+    fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
         self.0
             .iter_mut()
-            .try_for_each(|s| s.progress(level, planes))
+            .try_for_each(|s| s.progress(array, level, planes))
     }
-    fn finish(&mut self, planes: &[u64]) -> Result<()> {
+    fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.finish(planes))
     }
     fn attach(&mut self, hooks: &StreamHooks) {

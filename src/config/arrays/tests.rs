@@ -26,9 +26,9 @@ fn refused(extra: serde_json::Value, keys: &[&str]) -> ConfigError {
 
 #[test]
 fn keys_are_checked() {
-    let p = plan(serde_json::json!({}), &["cam0", "cam1", "a/b/c"]).unwrap();
+    let p = plan(serde_json::json!({}), &["cam0", "cam1", "a/b/img"]).unwrap();
     assert_eq!(p.arrays.len(), 3);
-    assert_eq!(p.arrays[2].key, "a/b/c");
+    assert_eq!(p.arrays[2].key, "a/b/img");
     assert_eq!(p.index_of("cam1"), Some(1));
     assert_eq!(p.arrangement, Arrangement::Group);
     for (keys, field, words) in [

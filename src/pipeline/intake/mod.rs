@@ -6,8 +6,11 @@
 //! timer ([`super::latency`]), which hands on the whole epochs of a buffer
 //! that has waited too long to fill.
 
+mod cursor;
 mod free;
 
+pub use cursor::ArrayIntake;
+use cursor::Cursor;
 pub use free::FreeBuffers;
 
 use super::shared::Shared;
@@ -22,23 +25,13 @@ use std::time::{Duration, Instant};
 
 pub struct Intake {
     shared: Arc<Shared>,
-    /// The buffer being filled, and how many bytes it holds.
-    staging: Option<StagingBuffer>,
-    filled: usize,
-    /// The first epoch of the staging buffer in hand.
-    epoch: u64,
-    pub bytes_in: u64,
-    buffer_bytes: usize,
-    epoch_bytes: usize,
-    /// A bounded array's bytes.
-    capacity: Option<u64>,
-    free_staging: FreeBuffers,
+    /// Each array's buffer in hand and epochs.
+    cursors: Vec<Cursor>,
+    /// One free pool per lane (arrays that share a backend).
+    free_staging: Vec<FreeBuffers>,
     jobs: Option<SyncSender<Job>>,
-    /// Set while a [`Lease`] holds the buffer in hand.
-    leased: bool,
-    /// When the buffer in hand first held a whole epoch: the clock of the
-    /// latency bound; the timer is woken when it starts.
-    whole_since: Option<Instant>,
+    /// The array whose buffer a [`Lease`] holds.
+    leased: Option<usize>,
     wake_timer: Option<Sender<()>>,
     pub started: Option<Instant>,
 }
@@ -47,6 +40,7 @@ pub struct Intake {
 /// (`Stream::reserve`, `tz_reserve`); the buffer goes back with
 /// [`Intake::commit`].
 pub struct Lease {
+    array: usize,
     buf: StagingBuffer,
     start: usize,
     len: usize,
@@ -80,10 +74,9 @@ impl Lease {
 /// What [`Intake::new`] needs from the stream.
 pub struct IntakeParts {
     pub shared: Arc<Shared>,
-    pub buffer_bytes: usize,
-    pub epoch_bytes: usize,
-    pub capacity: Option<u64>,
-    pub free_staging: FreeBuffers,
+    pub arrays: Vec<ArrayIntake>,
+    /// One free pool per lane.
+    pub free_staging: Vec<FreeBuffers>,
     pub jobs: SyncSender<Job>,
     pub wake_timer: Option<Sender<()>>,
 }
@@ -92,49 +85,71 @@ impl Intake {
     pub fn new(p: IntakeParts) -> Intake {
         Intake {
             shared: p.shared,
-            staging: None,
-            filled: 0,
-            epoch: 0,
-            bytes_in: 0,
-            buffer_bytes: p.buffer_bytes,
-            epoch_bytes: p.epoch_bytes,
-            capacity: p.capacity,
+            cursors: p.arrays.into_iter().map(Cursor::new).collect(),
             free_staging: p.free_staging,
             jobs: Some(p.jobs),
-            leased: false,
-            whole_since: None,
+            leased: None,
             wake_timer: p.wake_timer,
             started: None,
         }
     }
 
-    /// Copies what fits of `data` into free staging memory (a large
-    /// write shared by the threads of `pool`), without waiting; returns the
-    /// bytes taken.
-    pub fn try_write(&mut self, data: &[u8], pool: &rayon::ThreadPool) -> Result<usize> {
-        if self.leased && !data.is_empty() {
+    /// Bytes written to array `array` so far.
+    pub fn bytes_in(&self, array: usize) -> u64 {
+        self.cursors[array].bytes_in
+    }
+
+    /// Whether array `array` is bounded and complete.
+    pub fn is_full(&self, array: usize) -> bool {
+        self.cursors[array].at_end()
+    }
+
+    /// The array `array`, or an error naming the arrays there are.
+    fn cursor(&self, array: usize) -> Result<()> {
+        if array < self.cursors.len() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "array {array} does not exist: this stream has {} (0 to {})",
+            self.cursors.len(),
+            self.cursors.len() - 1
+        )))
+    }
+
+    /// Copies what fits of `data` into free staging memory of array
+    /// `array` (a large write shared by the threads of `pool`), without
+    /// waiting; returns the bytes taken.
+    pub fn try_write(
+        &mut self,
+        array: usize,
+        data: &[u8],
+        pool: &rayon::ThreadPool,
+    ) -> Result<usize> {
+        self.cursor(array)?;
+        if self.leased.is_some() && !data.is_empty() {
             return Err(Error::InvalidArgument(
                 "a reservation is outstanding: commit it (tz_commit) before writing".into(),
             ));
         }
-        let take = self.room(data.len())?;
+        let take = self.room(array, data.len())?;
         self.started.get_or_insert_with(Instant::now);
         let t = Instant::now();
         let mut done = 0;
         while done < take {
-            if self.staging.is_none() && !self.take_free_buffer()? {
+            if self.cursors[array].staging.is_none() && !self.take_free_buffer(array)? {
                 break;
             }
-            let n = (take - done).min(self.hand_on_bytes() - self.filled);
-            let buf = self.staging.as_mut().expect("a buffer is in hand");
+            let c = &mut self.cursors[array];
+            let n = (take - done).min(c.hand_on_bytes() - c.filled);
+            let buf = c.staging.as_mut().expect("a buffer is in hand");
             let copier = buf.copier();
             crate::memory::parallel_copy(
                 pool,
-                &mut buf[self.filled..self.filled + n],
+                &mut buf[c.filled..c.filled + n],
                 &data[done..done + n],
                 copier,
             );
-            self.advance(n)?;
+            self.advance(array, n)?;
             done += n;
         }
         self.shared.metrics.add_time(Stage::Copy, t.elapsed());
@@ -142,61 +157,50 @@ impl Intake {
         Ok(done)
     }
 
-    /// How full the buffer in hand gets before it is handed on: as many
-    /// whole epochs as the stream has handed on before it (at least one),
-    /// up to the buffer's size. A stream's first batches are one epoch,
-    /// one, two, four...: the compressor starts after the first epoch
-    /// rather than a whole buffer (a GPU stream of cam-32: 256 MiB copied
-    /// in instead of 512 MiB before the GPU has work), and from then on
-    /// each batch is in before the one ahead of it is compressed, until
-    /// batches reach the buffer's size, which the compressor needs for its
-    /// rate.
-    fn hand_on_bytes(&self) -> usize {
-        let whole = (self.buffer_bytes / self.epoch_bytes) as u64;
-        self.epoch.clamp(1, whole.max(1)) as usize * self.epoch_bytes
-    }
-
-    /// How much of `len` bytes the array still takes; an error past the
-    /// end of a bounded array.
-    fn room(&self, len: usize) -> Result<usize> {
-        match self.capacity {
-            Some(cap) => {
-                let left = cap - self.bytes_in;
-                if left == 0 && len > 0 {
-                    return Err(Error::Overflow { capacity: cap });
+    /// How much of `len` bytes array `array` still takes; an error past
+    /// the end of a bounded array.
+    fn room(&self, array: usize, len: usize) -> Result<usize> {
+        self.cursors[array].room(len).map_err(|capacity| {
+            if self.cursors.len() == 1 {
+                Error::Overflow { capacity }
+            } else {
+                Error::ArrayOverflow {
+                    array: self.shared.keys[array].clone(),
+                    capacity,
                 }
-                Ok(len.min(usize::try_from(left).unwrap_or(usize::MAX)))
             }
-            None => Ok(len),
-        }
+        })
     }
 
     /// Counts `n` bytes just written after `filled`; hands the buffer on
     /// when it is full or holds the end of a bounded array.
-    fn advance(&mut self, n: usize) -> Result<()> {
-        self.filled += n;
-        self.bytes_in += n as u64;
-        if self.whole_since.is_none() && self.filled >= self.epoch_bytes {
-            self.whole_since = Some(Instant::now());
+    fn advance(&mut self, array: usize, n: usize) -> Result<()> {
+        let c = &mut self.cursors[array];
+        c.filled += n;
+        c.bytes_in += n as u64;
+        if c.whole_since.is_none() && c.filled >= c.plan.epoch_bytes {
+            c.whole_since = Some(Instant::now());
             if let Some(wake) = &self.wake_timer {
                 let _ = wake.send(());
             }
         }
-        if self.filled == self.hand_on_bytes() || Some(self.bytes_in) == self.capacity {
-            self.submit(self.filled)?;
+        if c.is_due() {
+            self.submit(array, self.cursors[array].filled)?;
         }
         Ok(())
     }
 
-    /// Waits for a free staging buffer when none is in hand, at most
-    /// `wait`; false when the time ran out.
-    pub fn wait_for_buffer(&mut self, wait: Duration) -> Result<bool> {
-        if self.staging.is_some() || self.leased {
+    /// Waits for a free staging buffer for array `array` when it has none
+    /// in hand, at most `wait`; false when the time ran out.
+    pub fn wait_for_buffer(&mut self, array: usize, wait: Duration) -> Result<bool> {
+        self.cursor(array)?;
+        if self.cursors[array].staging.is_some() || self.leased.is_some() {
             return Ok(true);
         }
-        match self.free_staging.take_within(wait) {
+        let lane = self.cursors[array].plan.lane;
+        match self.free_staging[lane].take_within(wait) {
             Ok(Some(buf)) => {
-                self.start_buffer(buf);
+                self.start_buffer(array, buf);
                 Ok(true)
             }
             Ok(None) => Ok(false),
@@ -204,111 +208,140 @@ impl Intake {
         }
     }
 
-    /// The free part of the staging buffer in hand (taking a free one if
-    /// none is), at most what a bounded array still takes; `None` when no
-    /// staging memory is free.
-    pub fn lease(&mut self) -> Result<Option<Lease>> {
-        if self.leased {
+    /// The free part of array `array`'s staging buffer in hand (taking a
+    /// free one if none is), at most what a bounded array still takes;
+    /// `None` when no staging memory is free.
+    pub fn lease(&mut self, array: usize) -> Result<Option<Lease>> {
+        self.cursor(array)?;
+        if self.leased.is_some() {
             return Err(Error::InvalidArgument(
                 "a reservation is already outstanding: commit it (tz_commit) before reserving again"
                     .into(),
             ));
         }
-        let room = self.room(usize::MAX)?;
+        let room = self.room(array, usize::MAX)?;
         self.started.get_or_insert_with(Instant::now);
-        if self.staging.is_none() && !self.take_free_buffer()? {
+        if self.cursors[array].staging.is_none() && !self.take_free_buffer(array)? {
             return Ok(None);
         }
-        let buf = self.staging.take().expect("a buffer is in hand");
-        self.leased = true;
+        let c = &mut self.cursors[array];
+        let buf = c.staging.take().expect("a buffer is in hand");
+        self.leased = Some(array);
         Ok(Some(Lease {
+            array,
             buf,
-            start: self.filled,
-            len: (self.hand_on_bytes() - self.filled).min(room),
+            start: c.filled,
+            len: (c.hand_on_bytes() - c.filled).min(room),
         }))
     }
 
     /// Takes the lease's buffer back with its first `n` bytes written
     /// (`n` at most the lease's length: the stream checks it first).
     pub fn commit(&mut self, lease: Lease, n: usize) -> Result<()> {
-        debug_assert!(n <= lease.len && self.leased && lease.start == self.filled);
-        self.leased = false;
-        self.staging = Some(lease.buf);
+        let array = lease.array;
+        debug_assert!(n <= lease.len && self.leased == Some(array));
+        debug_assert_eq!(lease.start, self.cursors[array].filled);
+        self.leased = None;
+        self.cursors[array].staging = Some(lease.buf);
         self.shared.metrics.add_in(n as u64);
-        self.advance(n)
+        self.advance(array, n)
     }
 
     /// Takes back a lease the caller gives up (its bytes do not count).
     pub fn cancel(&mut self, lease: Lease) {
-        self.leased = false;
-        self.staging = Some(lease.buf);
+        self.leased = None;
+        self.cursors[lease.array].staging = Some(lease.buf);
     }
 
-    /// Hands on the whole epochs of the buffer in hand once the oldest
-    /// has waited `max_latency`; returns how long until the next check is
-    /// due (`None`: no clock running).
+    /// Hands on the whole epochs of every buffer in hand whose oldest has
+    /// waited `max_latency`; returns how long until the next check is due
+    /// (`None`: no clock running).
     pub fn hand_on_due(&mut self, max_latency: Duration) -> Result<Option<Duration>> {
-        let Some(since) = self.whole_since else {
+        let mut next: Option<Duration> = None;
+        for array in 0..self.cursors.len() {
+            if let Some(wait) = self.hand_on_due_of(array, max_latency)? {
+                next = Some(next.map_or(wait, |n| n.min(wait)));
+            }
+        }
+        Ok(next)
+    }
+
+    fn hand_on_due_of(&mut self, array: usize, max_latency: Duration) -> Result<Option<Duration>> {
+        let c = &self.cursors[array];
+        let Some(since) = c.whole_since else {
             return Ok(None);
         };
         let waited = since.elapsed();
         if waited < max_latency {
             return Ok(Some(max_latency - waited));
         }
-        if self.leased || self.jobs.is_none() {
+        if self.leased == Some(array) || self.jobs.is_none() {
             // The caller holds the buffer: checked again shortly.
             return Ok(Some(Duration::from_millis(1)));
         }
-        let whole = self.filled / self.epoch_bytes * self.epoch_bytes;
-        let tail = self.filled - whole;
+        let epoch_bytes = c.plan.epoch_bytes;
+        let whole = c.filled / epoch_bytes * epoch_bytes;
+        let tail = c.filled - whole;
         if tail > 0 {
             // The partial epoch moves to a free buffer of its own.
-            let Some(mut next) = self
-                .free_staging
+            let lane = c.plan.lane;
+            let Some(mut next) = self.free_staging[lane]
                 .try_take()
                 .map_err(|_| self.pipeline_gone())?
             else {
                 return Ok(Some(Duration::from_millis(1)));
             };
-            let buf = self.staging.as_ref().expect("a buffer holds the epochs");
+            let c = &mut self.cursors[array];
+            let buf = c.staging.as_ref().expect("a buffer holds the epochs");
             let copier = buf.copier();
-            copier(&mut next[..tail], &buf[whole..self.filled]);
-            let full = self.staging.replace(next).expect("a buffer in hand");
-            self.send(full, whole)?;
-            self.filled = tail;
+            copier(&mut next[..tail], &buf[whole..c.filled]);
+            let full = c.staging.replace(next).expect("a buffer in hand");
+            self.send(array, full, whole)?;
+            self.cursors[array].filled = tail;
         } else {
-            self.submit(whole)?;
+            self.submit(array, whole)?;
         }
         Ok(None)
     }
 
-    /// Hands the buffer in hand on with its first `valid` bytes.
-    pub fn submit(&mut self, valid: usize) -> Result<()> {
-        let buf = self.staging.take().expect("a buffer is in hand");
-        self.send(buf, valid)?;
-        self.filled = 0;
+    /// Hands array `array`'s buffer in hand on with its first `valid` bytes.
+    pub fn submit(&mut self, array: usize, valid: usize) -> Result<()> {
+        let buf = self.cursors[array]
+            .staging
+            .take()
+            .expect("a buffer is in hand");
+        self.send(array, buf, valid)?;
+        self.cursors[array].filled = 0;
         Ok(())
     }
 
-    fn send(&mut self, buf: StagingBuffer, valid: usize) -> Result<()> {
+    fn send(&mut self, array: usize, buf: StagingBuffer, valid: usize) -> Result<()> {
+        let c = &mut self.cursors[array];
         let job = Job::Batch {
-            first_epoch: self.epoch,
+            array: array as u32,
+            first_epoch: c.epoch,
             buf,
             valid,
         };
-        self.epoch += valid.div_ceil(self.epoch_bytes) as u64;
-        self.whole_since = None;
+        c.epoch += valid.div_ceil(c.plan.epoch_bytes) as u64;
+        c.whole_since = None;
         let jobs = self.jobs.as_ref().ok_or(Error::Finished)?;
         jobs.send(job).map_err(|_| self.pipeline_gone())
     }
 
-    /// The last partial buffer, then the end of the job queue: what the
-    /// flush sends before its `Finish`. Returns the sender for that.
+    /// Every array's last partial buffer, then the end of the job queue:
+    /// what the flush sends before its `Finish`. Returns the sender for
+    /// that.
     pub fn close(&mut self) -> Result<Option<SyncSender<Job>>> {
         self.wake_timer = None;
-        self.free_staging.stop_growing();
-        if self.filled > 0 && self.staging.is_some() {
-            self.submit(self.filled)?;
+        self.free_staging
+            .iter_mut()
+            .for_each(FreeBuffers::stop_growing);
+        for array in 0..self.cursors.len() {
+            let c = &self.cursors[array];
+            if c.filled > 0 && c.staging.is_some() {
+                self.submit(array, c.filled)?;
+            }
         }
         Ok(self.jobs.take())
     }
@@ -318,17 +351,20 @@ impl Intake {
     pub fn abandon(&mut self) {
         self.jobs = None;
         self.wake_timer = None;
-        self.free_staging.stop_growing();
+        self.free_staging
+            .iter_mut()
+            .for_each(FreeBuffers::stop_growing);
     }
 
     pub fn is_leased(&self) -> bool {
-        self.leased
+        self.leased.is_some()
     }
 
-    fn take_free_buffer(&mut self) -> Result<bool> {
-        match self.free_staging.try_take() {
+    fn take_free_buffer(&mut self, array: usize) -> Result<bool> {
+        let lane = self.cursors[array].plan.lane;
+        match self.free_staging[lane].try_take() {
             Ok(Some(buf)) => {
-                self.start_buffer(buf);
+                self.start_buffer(array, buf);
                 Ok(true)
             }
             Ok(None) => Ok(false),
@@ -336,10 +372,11 @@ impl Intake {
         }
     }
 
-    fn start_buffer(&mut self, buf: StagingBuffer) {
-        debug_assert!(self.staging.is_none());
-        self.staging = Some(buf);
-        self.filled = 0;
+    fn start_buffer(&mut self, array: usize, buf: StagingBuffer) {
+        let c = &mut self.cursors[array];
+        debug_assert!(c.staging.is_none());
+        c.staging = Some(buf);
+        c.filled = 0;
     }
 
     fn pipeline_gone(&self) -> Error {

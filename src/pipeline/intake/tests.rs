@@ -37,13 +37,17 @@ impl Rig {
         let shared = Arc::new(Shared::new(
             selection,
             SharedAttributes::new(Default::default()),
+            vec![String::new()],
         ));
         let intake = Intake::new(IntakeParts {
             shared,
-            buffer_bytes: bytes,
-            epoch_bytes: EPOCH,
-            capacity: None,
-            free_staging: FreeBuffers::new(free_staging, None, 0),
+            arrays: vec![ArrayIntake {
+                lane: 0,
+                buffer_bytes: bytes,
+                epoch_bytes: EPOCH,
+                capacity: None,
+            }],
+            free_staging: vec![FreeBuffers::new(free_staging, None, 0)],
             jobs: jobs_tx,
             wake_timer: None,
         });
@@ -65,6 +69,7 @@ impl Rig {
         while let Ok(job) = self.jobs.try_recv() {
             if let Job::Batch {
                 first_epoch,
+                array: _,
                 buf,
                 valid,
             } = job
@@ -97,7 +102,7 @@ fn a_streams_first_batches_grow_from_one_epoch_to_a_whole_buffer() {
     for piece in data.chunks(EPOCH * 3 / 2) {
         let mut done = 0;
         while done < piece.len() {
-            done += rig.intake.try_write(&piece[done..], &rig.pool).unwrap();
+            done += rig.intake.try_write(0, &piece[done..], &rig.pool).unwrap();
             rig.drain();
         }
     }
@@ -121,10 +126,10 @@ fn a_reservation_ends_where_its_buffer_is_handed_on() {
         let half = (EPOCH / 2).min(data.len() - at);
         at += rig
             .intake
-            .try_write(&data[at..at + half], &rig.pool)
+            .try_write(0, &data[at..at + half], &rig.pool)
             .unwrap();
         rig.drain();
-        let Some(mut lease) = rig.intake.lease().unwrap() else {
+        let Some(mut lease) = rig.intake.lease(0).unwrap() else {
             continue;
         };
         let n = lease.len().min(data.len() - at);

@@ -64,13 +64,22 @@ pub struct Outlet<'a> {
 impl Pyramid {
     /// The lanes of `v`'s levels 1.., or `None` without a pyramid. Level 1
     /// is compressed by `level1` when given (in batches of at most its
-    /// [`Backend::max_batch_epochs`]), else on the worker threads.
-    pub fn new(v: &Validated, level1: Option<Box<dyn Backend>>) -> Result<Option<Pyramid>> {
+    /// [`Backend::max_batch_epochs`]), else on the worker threads of
+    /// `pool`, which every pyramid of a stream shares (made here when
+    /// `None`).
+    pub fn new(
+        v: &Validated,
+        level1: Option<Box<dyn Backend>>,
+        pool: &mut Option<Arc<rayon::ThreadPool>>,
+    ) -> Result<Option<Pyramid>> {
         let levels = &v.image.levels;
         if levels.len() < 2 {
             return Ok(None);
         }
-        let pool = worker_pool(v.threads)?;
+        let pool = match pool {
+            Some(p) => p.clone(),
+            None => pool.insert(worker_pool(v.threads)?).clone(),
+        };
         let downsample = v.image.downsample();
         let mut lanes = Vec::with_capacity(levels.len() - 1);
         let mut level1 = level1;

@@ -88,7 +88,7 @@ fn run_with(
     backend_level1: bool,
     level1: Option<Box<dyn Backend>>,
 ) -> Out {
-    let mut p = Pyramid::new(v, level1).unwrap().unwrap();
+    let mut p = Pyramid::new(v, level1, &mut None).unwrap().unwrap();
     let metrics = Metrics::default();
     let cancel = AtomicBool::new(false);
     let mut got: Out = Vec::new();

@@ -1,7 +1,7 @@
 //! The filesystem Zarr v3 store: `zarr.json` at the root, one file per shard
 //! under `c/` (default chunk key encoding with `/`); for an OME-Zarr image
-//! the root is a group and level `k` the array under `k/` (see
-//! [`crate::metadata`]).
+//! the root is a group and level `k` the array under `k/`; a stream of
+//! several arrays has each under its key (see [`crate::metadata`]).
 //!
 //! Every file is written under a temporary name and renamed into place, so a
 //! reader (or a crash) never sees a shard or a `zarr.json` half written;
@@ -19,10 +19,11 @@ mod recover;
 pub use lock::LOCK_FILE;
 pub use recover::{recover, Recovery};
 
+use super::images::Images;
 use super::{ShardSink, SharedAttributes, StreamHooks};
-use crate::config::Validated;
+use crate::config::Plan;
 use crate::error::{Error, Result};
-use crate::metadata::{self, Document};
+use crate::metadata::Document;
 use crate::platform::{self, FileId};
 use crate::shard::Shard;
 use flusher::Flusher;
@@ -60,9 +61,9 @@ pub struct FsStore {
     fsync: bool,
     /// With `fsync`: flushes shard files on threads of its own.
     flusher: Option<Flusher>,
-    config: Validated,
-    /// Each level's dimension-0 extent last written to its `zarr.json`.
-    planes_written: Vec<u64>,
+    /// The arrays, and each level's dimension-0 extent last written to
+    /// its `zarr.json`.
+    images: Images,
     /// The user's attributes, and the replacement last written.
     attributes: Arc<SharedAttributes>,
     attributes_seen: u64,
@@ -82,8 +83,9 @@ impl FsStore {
     /// refused unless `overwrite` is set, and even then only a folder whose
     /// every entry this library wrote is cleared (a symbolic link to such a
     /// folder is followed). On failure nothing this call created remains.
-    pub fn create(v: &Validated) -> Result<FsStore> {
-        let store = v
+    pub fn create(plan: &Plan) -> Result<FsStore> {
+        let store = plan
+            .shared()
             .config
             .store
             .as_ref()
@@ -117,7 +119,7 @@ impl FsStore {
         } else {
             Some(create_folders(&root)?)
         };
-        let result = FsStore::open(v, &root, existed, store.fsync);
+        let result = FsStore::open(plan, &root, existed, store.fsync);
         if let (Err(_), Some(top)) = (&result, created) {
             // Only folders this call made, and only when empty again.
             remove_empty_folders(&root, &top);
@@ -126,28 +128,29 @@ impl FsStore {
     }
 
     /// Locks the folder, clears an old store, writes every `zarr.json`.
-    fn open(v: &Validated, root: &Path, existed: bool, fsync: bool) -> Result<FsStore> {
+    fn open(plan: &Plan, root: &Path, existed: bool, fsync: bool) -> Result<FsStore> {
         let lock = StoreLock::acquire(root)?;
         if existed {
             ownership::clear_old_store(root)?;
         }
         let identity = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
-        let planes = metadata::level_planes(v, 0);
+        let mut images = Images::new(plan);
+        let docs = images.take_initial();
         let mut s = FsStore {
             root: root.to_path_buf(),
             identity,
             fsync,
             flusher: if fsync { Some(Flusher::new()?) } else { None },
-            config: v.clone(),
-            planes_written: planes.clone(),
-            attributes: Arc::new(SharedAttributes::new(v.image.attributes.clone())),
+            images,
+            attributes: Arc::new(SharedAttributes::new(
+                plan.shared().image.attributes.clone(),
+            )),
             attributes_seen: 0,
             last_folder: PathBuf::new(),
             key: PathBuf::new(),
             metadata_patience: PATIENCE,
             _lock: lock,
         };
-        let docs = metadata::all_documents(v, &planes, &v.image.attributes);
         if let Err(e) = docs.iter().try_for_each(|d| s.write_document(d)) {
             // What this call wrote goes again: the store is left empty.
             let _ = ownership::clear_old_store(root);
@@ -190,11 +193,10 @@ impl FsStore {
     /// delete sharing: see [`platform::replace_file`]) keeps its old extent
     /// and is tried again, once, at each next row; at the end it must be
     /// replaced within [`PATIENCE`].
-    fn update_metadata(&mut self, level: u32, planes: u64, when: Update) -> Result<()> {
-        let k = level as usize;
-        if planes != self.planes_written[k] {
+    fn update_metadata(&mut self, array: u32, level: u32, planes: u64, when: Update) -> Result<()> {
+        if planes != self.images.planes(array, level) {
             let attrs = self.attributes.get();
-            let doc = metadata::level_document(&self.config, level, planes, &attrs);
+            let doc = self.images.level_document(array, level, planes, &attrs);
             self.metadata_patience = match (when, self.metadata_patience) {
                 (Update::Now, _) => PATIENCE,
                 (Update::WhenFree, Duration::ZERO) => Duration::ZERO,
@@ -211,11 +213,11 @@ impl FsStore {
                 written => written?,
             }
             self.metadata_patience = PATIENCE;
-            self.planes_written[k] = planes;
+            self.images.set_planes(array, level, planes);
         }
         let attributes = self.attributes.changed_since(&mut self.attributes_seen);
         if let Some(attrs) = attributes {
-            let doc = metadata::attributes_document(&self.config, self.planes_written[0], &attrs);
+            let doc = self.images.attributes_document(&attrs);
             self.write_document(&doc)?;
         }
         Ok(())
@@ -278,10 +280,7 @@ impl ShardSink for FsStore {
         let mut key = std::mem::take(&mut self.key);
         key.clear();
         key.push(&self.root);
-        if self.config.image.is_ome() {
-            key.push(shard.level.to_string());
-        }
-        key.push("c");
+        key.push(self.images.chunks_key(shard.array, shard.level));
         let (file, dirs) = shard.coord.split_last().expect("rank >= 1");
         for c in dirs {
             key.push(c.to_string());
@@ -313,24 +312,23 @@ impl ShardSink for FsStore {
         self.attributes = hooks.attributes.clone();
     }
 
-    fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
+    fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
         // The row's shards are on the disk before the extent covers them.
         self.wait_for_shards()?;
-        if self.config.image.levels[level as usize].is_unbounded() {
-            self.update_metadata(level, planes, Update::WhenFree)?;
+        if self.images.is_unbounded(array, level) {
+            self.update_metadata(array, level, planes, Update::WhenFree)?;
         }
         Ok(())
     }
 
-    fn finish(&mut self, planes: &[u64]) -> Result<()> {
+    fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
         self.wait_for_shards()?;
-        for (k, &p) in planes.iter().enumerate() {
-            let p = if self.config.image.levels[k].is_unbounded() {
-                p
-            } else {
-                self.planes_written[k]
-            };
-            self.update_metadata(k as u32, p, Update::Now)?;
+        for (a, levels) in planes.iter().enumerate() {
+            for (k, &p) in levels.iter().enumerate() {
+                let (a, k) = (a as u32, k as u32);
+                let p = self.images.final_planes(a, k, p);
+                self.update_metadata(a, k, p, Update::Now)?;
+            }
         }
         self.check_folder()
     }

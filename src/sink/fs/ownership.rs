@@ -1,8 +1,9 @@
 //! What a store written by this library consists of, so that `overwrite`
 //! removes exactly that and nothing else: `zarr.json` files, `c/` trees of
-//! shard files named by their coordinates, level folders (`0`, `1`, ...)
-//! holding arrays of their own, the lock file, and the `*.partial` files a
-//! crash leaves behind. Anything else in the folder (another array, a
+//! shard files named by their coordinates, folders holding a `zarr.json`
+//! of their own (levels `0`, `1`, ...; the groups and images of a stream
+//! of several arrays), the lock file, and the `*.partial` files a crash
+//! leaves behind. Anything else in the folder (another array, a
 //! notes file, a symbolic link) makes `overwrite` refuse, naming it.
 
 use super::lock::LOCK_FILE;
@@ -56,6 +57,15 @@ fn entries(dir: &Path) -> Result<Vec<(PathBuf, fs::FileType)>> {
     Ok(out)
 }
 
+/// A name the library gives a folder of its own (an array's key is made
+/// of such names).
+fn is_node_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 fn is_coordinate(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit())
 }
@@ -78,7 +88,7 @@ fn classify(path: &Path, kind: fs::FileType, root: bool) -> Result<Entry> {
         if name == "c" {
             return Ok(Entry::Chunks);
         }
-        if is_coordinate(name) && path.join(METADATA).is_file() {
+        if is_node_name(name) && path.join(METADATA).is_file() {
             return Ok(Entry::Node);
         }
     }

@@ -25,10 +25,11 @@ mod ownership;
 mod remote;
 mod upload;
 
+use super::images::Images;
 use super::{ShardSink, SharedAttributes, StreamHooks};
-use crate::config::{ObjectUrl, Validated};
+use crate::config::{ObjectUrl, Plan};
 use crate::error::{Error, Result};
-use crate::metadata::{self, Document};
+use crate::metadata::Document;
 use crate::metrics::UploadCounters;
 use crate::shard::Shard;
 use bytes::Bytes;
@@ -55,7 +56,8 @@ const REQUESTS: usize = 16;
 type Failure = Arc<Mutex<Option<Error>>>;
 
 pub struct S3Store {
-    config: Validated,
+    /// The arrays, and each level's extent last asked of its `zarr.json`.
+    images: Images,
     /// `s3://bucket/prefix`, for messages.
     url: String,
     prefix: Path,
@@ -75,8 +77,6 @@ pub struct S3Store {
     /// The last metadata update: each waits for the one before it and for
     /// the shards emitted before it.
     metadata: Option<JoinHandle<bool>>,
-    /// Each level's extent last asked of its `zarr.json`.
-    planes_asked: Vec<u64>,
     attributes: Arc<SharedAttributes>,
     attributes_seen: u64,
     key: String,
@@ -89,8 +89,9 @@ impl S3Store {
     /// credentials are accepted, nothing is in the way unless `overwrite`),
     /// clears an old store when asked to, and writes `zarr.json`. Nothing
     /// is written when the check fails.
-    pub fn create(v: &Validated) -> Result<S3Store> {
-        let store = v
+    pub fn create(plan: &Plan) -> Result<S3Store> {
+        let store = plan
+            .shared()
             .config
             .store
             .as_ref()
@@ -145,13 +146,13 @@ impl S3Store {
             bounds,
             stop: Default::default(),
         };
-        let planes = metadata::level_planes(v, 0);
-        for doc in metadata::all_documents(v, &planes, &v.image.attributes) {
+        let mut images = Images::new(plan);
+        for doc in images.take_initial() {
             let key = child(&prefix, &doc.key);
             runtime.block_on(uploads.object(&key, Bytes::from(doc.json)))?;
         }
         Ok(S3Store {
-            config: v.clone(),
+            images,
             url: display,
             prefix,
             uploads,
@@ -163,8 +164,9 @@ impl S3Store {
             settled: false,
             pending: Vec::new(),
             metadata: None,
-            planes_asked: planes,
-            attributes: Arc::new(SharedAttributes::new(v.image.attributes.clone())),
+            attributes: Arc::new(SharedAttributes::new(
+                plan.shared().image.attributes.clone(),
+            )),
             attributes_seen: 0,
             key: String::new(),
             runtime,
@@ -205,26 +207,16 @@ impl S3Store {
     /// Writes level `level`'s `zarr.json` with `planes` (and the
     /// attributes' document, when they were replaced) once every shard
     /// emitted so far is complete and the previous update is written.
-    fn update_metadata(&mut self, level: u32, planes: u64) {
-        let k = level as usize;
+    fn update_metadata(&mut self, array: u32, level: u32, planes: u64) {
         let attributes = self.attributes.changed_since(&mut self.attributes_seen);
         let mut docs: Vec<Document> = Vec::new();
-        if planes != self.planes_asked[k] {
-            self.planes_asked[k] = planes;
+        if planes != self.images.planes(array, level) {
+            self.images.set_planes(array, level, planes);
             let attrs = attributes.clone().unwrap_or_else(|| self.attributes.get());
-            docs.push(metadata::level_document(
-                &self.config,
-                level,
-                planes,
-                &attrs,
-            ));
+            docs.push(self.images.level_document(array, level, planes, &attrs));
         }
         if let Some(attrs) = attributes {
-            docs.push(metadata::attributes_document(
-                &self.config,
-                self.planes_asked[0],
-                &attrs,
-            ));
+            docs.push(self.images.attributes_document(&attrs));
         }
         if docs.is_empty() {
             return;
@@ -334,11 +326,7 @@ impl ShardSink for S3Store {
         if !key.is_empty() {
             key.push('/');
         }
-        if self.config.image.is_ome() {
-            key.push_str(&shard.level.to_string());
-            key.push('/');
-        }
-        key.push('c');
+        key.push_str(&self.images.chunks_key(shard.array, shard.level));
         for c in shard.coord.iter() {
             key.push('/');
             key.push_str(&c.to_string());
@@ -399,9 +387,9 @@ impl ShardSink for S3Store {
         Ok(())
     }
 
-    fn progress(&mut self, level: u32, planes: u64) -> Result<()> {
-        if self.config.image.levels[level as usize].is_unbounded() {
-            self.update_metadata(level, planes);
+    fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
+        if self.images.is_unbounded(array, level) {
+            self.update_metadata(array, level, planes);
         }
         self.check()
     }
@@ -417,14 +405,13 @@ impl ShardSink for S3Store {
     }
 
     /// Returns once every object is complete (or the first failure).
-    fn finish(&mut self, planes: &[u64]) -> Result<()> {
-        for (k, &p) in planes.iter().enumerate() {
-            let p = if self.config.image.levels[k].is_unbounded() {
-                p
-            } else {
-                self.planes_asked[k]
-            };
-            self.update_metadata(k as u32, p);
+    fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
+        for (a, levels) in planes.iter().enumerate() {
+            for (k, &p) in levels.iter().enumerate() {
+                let (a, k) = (a as u32, k as u32);
+                let p = self.images.final_planes(a, k, p);
+                self.update_metadata(a, k, p);
+            }
         }
         let still = self.settle();
         self.check()?;

@@ -69,13 +69,22 @@ fn is_coordinate(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// A folder name the library writes (an array's key is made of them).
+fn is_node_name(s: &str) -> bool {
+    !s.is_empty()
+        && s != "c"
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// A key (relative to the store) that a store of this library holds.
 fn is_ours(rel: &str) -> bool {
     let parts: Vec<&str> = rel.split('/').collect();
     match parts.as_slice() {
         ["zarr.json"] => true,
         ["c", coords @ ..] => !coords.is_empty() && coords.iter().all(|c| is_coordinate(c)),
-        [level, rest @ ..] if is_coordinate(level) && !rest.is_empty() => is_ours(&rest.join("/")),
+        // A level, or a group or image of a stream of several arrays.
+        [node, rest @ ..] if is_node_name(node) && !rest.is_empty() => is_ours(&rest.join("/")),
         _ => false,
     }
 }
@@ -86,7 +95,15 @@ mod tests {
 
     #[test]
     fn our_keys() {
-        for k in ["zarr.json", "c/0/1/2", "c/7", "0/zarr.json", "1/c/0/0"] {
+        for k in [
+            "zarr.json",
+            "c/0/1/2",
+            "c/7",
+            "0/zarr.json",
+            "1/c/0/0",
+            "A/1/0/0/c/0/0",
+            "OME/zarr.json",
+        ] {
             assert!(is_ours(k), "{k}");
         }
         for k in [
@@ -95,8 +112,9 @@ mod tests {
             "c",
             "c/",
             "zarr.json.bak",
-            "a/zarr.json",
+            "a b/zarr.json",
             "0/notes",
+            "Pos1/notes.txt",
         ] {
             assert!(!is_ours(k), "{k}");
         }

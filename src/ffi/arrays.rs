@@ -1,0 +1,70 @@
+//! Streams of several arrays across the C boundary: writing to an array by
+//! its index, and finding the index of a key. A stream of several arrays
+//! is created from the JSON form (tz_create_json with `arrays`).
+
+use super::{status_of, tz_stream, with_stream, write_impl};
+use crate::error::Error;
+use std::ffi::{c_char, c_void};
+use std::time::Duration;
+
+/// tz_write to array `array` of a stream of several arrays: the index of
+/// its entry in the configuration's `arrays` (tz_write writes to array 0).
+/// Frames of different arrays may interleave at any frame boundary; a
+/// bounded array that is full returns `-TZ_ERR_OVERFLOW` and the others
+/// take more. `-TZ_ERR_INVALID_ARGUMENT` for an array that does not exist
+/// (the stream stays usable). Since 0.6.
+#[no_mangle]
+pub extern "C" fn tz_write_to(
+    s: *mut tz_stream,
+    array: u32,
+    data: *const c_void,
+    nbytes: usize,
+) -> i64 {
+    write_impl("tz_write_to", s, array, data, nbytes, None)
+}
+
+/// tz_write_all to array `array` (see tz_write_to). Since 0.6.
+#[no_mangle]
+pub extern "C" fn tz_write_all_to(
+    s: *mut tz_stream,
+    array: u32,
+    data: *const c_void,
+    nbytes: usize,
+    timeout_ms: i64,
+) -> i64 {
+    let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+    write_impl("tz_write_all_to", s, array, data, nbytes, Some(timeout))
+}
+
+/// The index of the array whose key is `key` (as in the configuration's
+/// `arrays`), in `*index`. TZ_ERR_INVALID_ARGUMENT, naming the stream's
+/// keys, when no array has it; a stream of one array has the key "".
+/// Since 0.6.
+#[no_mangle]
+pub extern "C" fn tz_array_index(s: *const tz_stream, key: *const c_char, index: *mut u32) -> i32 {
+    with_stream("tz_array_index", s, status_of, |stream| {
+        if index.is_null() {
+            return Err(Error::NullArgument("index"));
+        }
+        // SAFETY: NULL or a NUL-terminated string, by the C contract.
+        let key =
+            unsafe { super::convert::read_str(key, "key") }?.ok_or(Error::NullArgument("key"))?;
+        let i = stream.array_index(&key)?;
+        // SAFETY: non-NULL (checked) and writable by the C contract.
+        unsafe { *index = i as u32 };
+        Ok(super::tz_status::TZ_OK as i32)
+    })
+}
+
+/// How many arrays the stream writes, in `*count`. Since 0.6.
+#[no_mangle]
+pub extern "C" fn tz_array_count(s: *const tz_stream, count: *mut u32) -> i32 {
+    with_stream("tz_array_count", s, status_of, |stream| {
+        if count.is_null() {
+            return Err(Error::NullArgument("count"));
+        }
+        // SAFETY: non-NULL (checked) and writable by the C contract.
+        unsafe { *count = stream.plan().arrays.len() as u32 };
+        Ok(super::tz_status::TZ_OK as i32)
+    })
+}

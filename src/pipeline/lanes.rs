@@ -1,0 +1,123 @@
+//! Lanes: the arrays of a stream that share one backend. Arrays of the same
+//! layout (shape, tiles, shards, element size, storage order) and codec
+//! compute the same way, so one backend, with its worker threads or its
+//! device pools and compressor, serves them all; each lane has one pool
+//! of staging buffers.
+//!
+//! Staging of a lane of several arrays: every array may hold a partial
+//! epoch in a buffer of its own while the others write (a time-lapse
+//! visits every position before the next time point), so a lane holds at
+//! least one buffer per array and two more, each of one epoch or more,
+//! within `staging_bytes` where that allows; past it the budget is raised.
+
+use crate::backend::{self, BackendKind};
+use crate::config::{BackendChoice, Plan, Validated};
+use crate::error::Result;
+use crate::memory::MemoryPlan;
+use crate::shard::ShardAssembler;
+
+/// How the arrays of a stream fall into lanes.
+pub struct Lanes {
+    /// Each array's lane.
+    pub lane_of: Vec<usize>,
+    /// Each lane's first array (whose configuration plans the backend).
+    pub first: Vec<usize>,
+}
+
+impl Lanes {
+    pub fn of(plan: &Plan) -> Lanes {
+        let mut lane_of = Vec::with_capacity(plan.arrays.len());
+        let mut first: Vec<usize> = Vec::new();
+        for (a, v) in plan.arrays.iter().enumerate() {
+            match first.iter().position(|&f| same_work(&plan.arrays[f], v)) {
+                Some(l) => lane_of.push(l),
+                None => {
+                    lane_of.push(first.len());
+                    first.push(a);
+                }
+            }
+        }
+        Lanes { lane_of, first }
+    }
+
+    /// How many arrays lane `lane` serves.
+    pub fn members(&self, lane: usize) -> usize {
+        self.lane_of.iter().filter(|&&l| l == lane).count()
+    }
+}
+
+/// Whether two arrays' epochs compress the same way.
+fn same_work(a: &Validated, b: &Validated) -> bool {
+    a.layout == b.layout && a.config.codec == b.config.codec && a.config.dtype == b.config.dtype
+}
+
+/// A lane's staging: epochs per buffer and the most buffers, for a lane of
+/// `members` arrays planned by `v` (its backend's own plan).
+pub fn lane_staging(v: &Validated, members: usize) -> (u64, usize) {
+    if members <= 1 {
+        return (v.epochs_per_buffer, v.staging_buffers);
+    }
+    let budget_epochs = v.staging_buffers as u64 * v.epochs_per_buffer;
+    let want = members as u64 + 2;
+    let per_buffer = (budget_epochs / want).clamp(1, v.epochs_per_buffer.max(1));
+    let buffers = (budget_epochs / per_buffer).max(want);
+    (per_buffer, usize::try_from(buffers).unwrap_or(usize::MAX))
+}
+
+/// Host staging bytes of a lane beyond what its backend's plan counts.
+pub fn extra_staging_bytes(v: &Validated, members: usize) -> u64 {
+    let (per_buffer, buffers) = lane_staging(v, members);
+    let epoch = v.layout.epoch_bytes();
+    let lane = (buffers as u64).saturating_mul(per_buffer.saturating_mul(epoch));
+    let planned = (v.staging_buffers as u64).saturating_mul(v.epochs_per_buffer * epoch);
+    lane.saturating_sub(planned)
+}
+
+/// The memory a stream of `plan` would take, and the backend it would run
+/// on, without creating it: each lane's backend as planned for its first
+/// array, the lanes' extra staging, and every other array's shard state
+/// and pyramid.
+pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
+    let lanes = Lanes::of(plan);
+    let mut total = MemoryPlan::default();
+    let mut kind = None;
+    for (l, &first) in lanes.first.iter().enumerate() {
+        let mut v = plan.arrays[first].clone();
+        if let Some(k) = kind {
+            v.config.backend = match k {
+                BackendKind::Gpu => BackendChoice::Gpu,
+                BackendKind::Cpu => BackendChoice::Cpu,
+            };
+        }
+        let (k, p) = backend::estimate(&v)?;
+        kind.get_or_insert(k);
+        let members = lanes.members(l);
+        total.device_bytes = total.device_bytes.saturating_add(p.device_bytes);
+        total.pinned_bytes = total.pinned_bytes.saturating_add(p.pinned_bytes);
+        total.host_bytes = total
+            .host_bytes
+            .saturating_add(p.host_bytes)
+            .saturating_add(extra_staging_bytes(&v, members));
+    }
+    if plan.arrays.len() > 1 {
+        for (a, v) in plan.arrays.iter().enumerate() {
+            if lanes.first.contains(&a) {
+                continue;
+            }
+            let chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
+            let shards: u64 = v
+                .image
+                .levels
+                .iter()
+                .map(|l| ShardAssembler::memory_bytes(l, chunk as u64))
+                .sum();
+            let pyramid = crate::backend::cpu::pyramid_host_bytes(v, false);
+            total.host_bytes = total
+                .host_bytes
+                .saturating_add(shards)
+                .saturating_add(pyramid);
+        }
+    }
+    let kind = kind.expect("a stream has an array");
+    Ok((kind, total))
+}
