@@ -37,7 +37,7 @@ want="$( { cat "$req"; echo "$py_version"; } | sha256sum | cut -d' ' -f1)"
 venv_py="$venv/bin/python"
 
 if [[ -x "$venv_py" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-    && "$venv_py" -c 'import numpy, zarr, tensorstore, acquire_zarr, maturin, pytest, s3fs, ome_zarr_models, ome_zarr.reader, moto.server' >/dev/null 2>&1; then
+    && "$venv_py" -c 'import numpy, zarr, tensorstore, acquire_zarr, maturin, pytest, s3fs, ome_zarr_models, ome_zarr.reader, yaozarrs, moto.server' >/dev/null 2>&1; then
     log "venv at $venv is up to date"
     echo "$venv_py"
     exit 0
@@ -64,7 +64,7 @@ rm -f "$stamp"
 log "installing pinned packages from $req"
 "$venv_py" -m pip install --disable-pip-version-check --no-input --quiet \
     --only-binary=:all: -r "$req" >&2
-"$venv_py" -c 'import numpy, zarr, tensorstore, acquire_zarr, maturin, pytest, s3fs, ome_zarr_models, ome_zarr.reader, moto.server' >&2
+"$venv_py" -c 'import numpy, zarr, tensorstore, acquire_zarr, maturin, pytest, s3fs, ome_zarr_models, ome_zarr.reader, yaozarrs, moto.server' >&2
 echo "$want" > "$stamp"
 log "venv ready: $venv"
 echo "$venv_py"

@@ -11,6 +11,8 @@
 #    ownership and locking, a failed create, kill -9 then tz_recover, fsync;
 #    a fuzz of 100,000 generated configurations against the estimate, ...)
 # 5. stores read back bit-exact by zarr-python and tensorstore, from folders
+#    (streams of several arrays too: collections, plates, groups, checked
+#    by ome-zarr-models, yaozarrs and ome-zarr-py as well)
 #    and from an S3-compatible server; OME-Zarr images (every level against
 #    a NumPy reference pyramid, the OME-NGFF 0.5 validator, ome-zarr-py) (s3s-fs on 127.0.0.1, started here and
 #    stopped at the end; the object store tests also start their own, s3s-fs
@@ -112,6 +114,11 @@ step "OME-Zarr images: NumPy reference pyramids, zarr-python, tensorstore, the O
 TZ_OME_DIR="$work/ome" cargo test --release --test ome_fixtures
 "$PY" tests/readback/check_ome.py --self-test
 "$PY" tests/readback/check_ome.py --manifest "$work/ome/manifest.tsv" --min 60
+
+step "streams of several arrays: positions, a plate, two cameras (zarr-python, tensorstore, ome-zarr-models, yaozarrs, ome-zarr-py)"
+TZ_ARRAYS_DIR="$work/arrays" cargo test --release --test arrays acquisitions_through_the_c_api
+"$PY" tests/readback/check_arrays.py --self-test
+"$PY" tests/readback/check_arrays.py --manifest "$work/arrays/manifest.tsv" --min 3
 
 step "readback from an S3 server by zarr-python (s3fs) and tensorstore (s3 kvstore)"
 s3_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -13,7 +13,7 @@ pub fn class_name(e: &Error) -> &'static str {
         Error::Config(_) => "ConfigError",
         Error::NullArgument(_) => "NullArgumentError",
         Error::InvalidArgument(_) => "InvalidArgumentError",
-        Error::Overflow { .. } => "ArrayOverflowError",
+        Error::Overflow { .. } | Error::ArrayOverflow { .. } => "ArrayOverflowError",
         Error::Finished => "FinishedError",
         Error::Sink { .. } => "SinkError",
         Error::Io { .. } => "StoreIOError",

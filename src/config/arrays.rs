@@ -470,7 +470,7 @@ fn check_plate(plate: &Plate, arrays: &[ArrayConfig]) -> Result<(), ConfigError>
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamConfig {
     One(Box<Config>),
-    Many(ArraysConfig),
+    Many(Box<ArraysConfig>),
 }
 
 impl StreamConfig {
@@ -481,7 +481,7 @@ impl StreamConfig {
             .map(|m| m.contains_key("arrays"))
             .unwrap_or(false);
         if has_arrays {
-            ArraysConfig::from_json(text).map(StreamConfig::Many)
+            ArraysConfig::from_json(text).map(|m| StreamConfig::Many(Box::new(m)))
         } else {
             Config::from_json(text).map(|c| StreamConfig::One(Box::new(c)))
         }
@@ -503,7 +503,7 @@ impl From<Config> for StreamConfig {
 
 impl From<ArraysConfig> for StreamConfig {
     fn from(c: ArraysConfig) -> StreamConfig {
-        StreamConfig::Many(c)
+        StreamConfig::Many(Box::new(c))
     }
 }
 

@@ -180,7 +180,6 @@ impl PyramidThread {
                     }
                 }
                 PyramidJob::Finish => {
-                    drop(outlet);
                     if live {
                         for a in 0..arrays {
                             on(a, &mut |p, out| p.finish(out));

@@ -108,7 +108,12 @@ class Layout:
         arrays = cfg.get("arrays")
         need(isinstance(arrays, list) and arrays, "%s: arrays must be a non-empty list" % where)
         self.keys, self.specs = [], []
+        in_ome_layout = cfg.get("collection") is not None or cfg.get("plate") is not None
         for i, entry in enumerate(arrays):
+            if in_ome_layout and isinstance(entry, dict) and "ome" not in entry:
+                # The library makes every image of a collection or a plate
+                # an OME image unless told otherwise (which it refuses).
+                entry = dict(entry, ome=True)
             key = dig(entry, "key")
             need(isinstance(key, str) and all(s not in ("", ".", "..") for s in key.split("/")),
                  "%s: arrays[%d]: key %r is not a relative path" % (where, i, key))

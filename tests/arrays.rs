@@ -1,0 +1,427 @@
+//! Streams of several arrays: positions of a time-lapse, a plate's fields,
+//! two cameras.
+//!
+//! * A property test against a model that writes each array alone: random
+//!   numbers of arrays, shapes, codecs and interleavings of their frames;
+//!   every shard of every array must be the one a stream of that array
+//!   alone emits, byte for byte (index included).
+//! * Three stores written through the C API with frames interleaved as an
+//!   acquisition produces them (a collection of positions visited in turn,
+//!   a plate's fields, two cameras of different shapes), each left with its
+//!   configuration and each array's raw input for
+//!   `tests/readback/check_arrays.py` (zarr-python, tensorstore, the
+//!   OME-NGFF validators, ome-zarr-py) when `TZ_ARRAYS_DIR` is set.
+//! * Bad input: an array that does not exist, a full bounded array, a key
+//!   that names no array.
+
+mod support;
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ffi::{c_void, CString};
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tiledzarr::config::{ArraysConfig, StreamConfig};
+use tiledzarr::ffi::*;
+use tiledzarr::shard::Shard;
+use tiledzarr::Stream;
+
+/// Shard files by (array, level, coordinate).
+type Shards = BTreeMap<(u32, u32, Vec<u64>), Vec<u8>>;
+
+fn collector() -> (Arc<Mutex<Shards>>, Box<dyn tiledzarr::sink::ShardSink>) {
+    let all = Arc::new(Mutex::new(Shards::new()));
+    let into = all.clone();
+    let sink = move |s: &Shard<'_>| -> tiledzarr::Result<()> {
+        let bytes = s.parts().concat();
+        let old = into
+            .lock()
+            .unwrap()
+            .insert((s.array, s.level, s.coord.to_vec()), bytes);
+        assert!(
+            old.is_none(),
+            "shard {:?} of array {} emitted twice",
+            s.coord,
+            s.array
+        );
+        Ok(())
+    };
+    (all, Box::new(sink))
+}
+
+/// Deterministic, somewhat compressible bytes for array `array`.
+fn bytes_of(array: usize, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| {
+            let x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (array as u64 * 7919);
+            if i % 3 == 0 {
+                (x >> 59) as u8
+            } else {
+                (i / 5 + array * 31) as u8
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct ArrayCase {
+    uint16: bool,
+    zstd: bool,
+    /// (size, tile, tiles_per_shard) of t, y, x; t size 0 = unbounded.
+    dims: [(u64, u64, u64); 3],
+    /// Planes written.
+    planes: u64,
+    pyramid: bool,
+}
+
+fn array_case() -> impl Strategy<Value = ArrayCase> {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        (0u64..5, 1u64..4, 1u64..3),
+        (1u64..20, 1u64..9, 1u64..4),
+        (1u64..20, 1u64..9, 1u64..4),
+        0u64..9,
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(uint16, zstd, t, y, x, planes, pyramid)| {
+            let planes = if t.0 == 0 { planes } else { t.0 };
+            ArrayCase {
+                uint16,
+                zstd,
+                dims: [t, y, x],
+                planes,
+                pyramid,
+            }
+        })
+}
+
+fn array_json(key: &str, c: &ArrayCase) -> serde_json::Value {
+    let names = ["t", "y", "x"];
+    let dims: Vec<_> = c
+        .dims
+        .iter()
+        .zip(names)
+        .map(|(&(size, tile, tps), name)| {
+            serde_json::json!({"name": name, "size": size, "tile": tile.min(size.max(1)).max(1),
+                               "tiles_per_shard": tps})
+        })
+        .collect();
+    let mut a = serde_json::json!({
+        "key": key,
+        "dtype": if c.uint16 { "uint16" } else { "uint8" },
+        "dimensions": dims,
+        "codec": if c.zstd { serde_json::json!({"name": "zstd", "level": 1}) }
+                 else { serde_json::json!({"name": "none"}) },
+    });
+    if c.pyramid {
+        a["multiscale"] = serde_json::json!({"levels": 2});
+    }
+    a
+}
+
+fn plane_bytes(c: &ArrayCase) -> usize {
+    (c.dims[1].0 * c.dims[2].0) as usize * if c.uint16 { 2 } else { 1 }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_array_is_what_a_stream_of_it_alone_writes(
+        cases in prop::collection::vec(array_case(), 1..5),
+        same_shape in any::<bool>(),
+        order_seed in any::<u64>(),
+        latency_ms in 1u64..30,
+    ) {
+        let mut cases = cases;
+        if same_shape {
+            // Arrays of one shape share a backend and its staging.
+            let first = cases[0].clone();
+            for c in cases.iter_mut().skip(1) {
+                *c = ArrayCase { planes: c.planes.min(first.dims[0].0.max(8)), ..first.clone() };
+                if first.dims[0].0 > 0 { c.planes = first.dims[0].0; }
+            }
+        }
+        let keys: Vec<String> = (0..cases.len()).map(|i| format!("a{i}")).collect();
+        let cfg = serde_json::json!({
+            "arrays": cases.iter().zip(&keys).map(|(c, k)| array_json(k, c)).collect::<Vec<_>>(),
+            "backend": "cpu", "threads": 2, "max_latency_ms": latency_ms,
+        });
+        let multi = ArraysConfig::from_json(&cfg.to_string()).unwrap();
+        let data: Vec<Vec<u8>> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| bytes_of(i, plane_bytes(c) * c.planes as usize))
+            .collect();
+        // Frames interleaved at random, each array's in order.
+        let (got, sink) = collector();
+        let mut s = Stream::with_arrays(&multi, Some(sink)).unwrap();
+        let mut next = vec![0usize; cases.len()];
+        let mut seed = order_seed | 1;
+        loop {
+            let open: Vec<usize> = (0..cases.len())
+                .filter(|&i| next[i] < cases[i].planes as usize)
+                .collect();
+            if open.is_empty() { break; }
+            seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+            let i = open[(seed % open.len() as u64) as usize];
+            let p = plane_bytes(&cases[i]);
+            let frame = &data[i][next[i] * p..(next[i] + 1) * p];
+            prop_assert_eq!(s.write_blocking_to(i, frame, None).unwrap(), p);
+            next[i] += 1;
+        }
+        let summary = s.finish().unwrap();
+        let got = got.lock().unwrap().clone();
+        for (i, _) in cases.iter().enumerate() {
+            let alone = multi.array_config(&multi.arrays[i]);
+            let (want, sink) = collector();
+            let mut one = Stream::new(&alone, Some(sink)).unwrap();
+            one.write_blocking(&data[i], None).unwrap();
+            let one_summary = one.finish().unwrap();
+            prop_assert_eq!(summary.array_planes[i], one_summary.planes);
+            let want = want.lock().unwrap().clone();
+            let mine: Shards = got
+                .iter()
+                .filter(|((a, _, _), _)| *a == i as u32)
+                .map(|((_, l, c), b)| ((0, *l, c.clone()), b.clone()))
+                .collect();
+            prop_assert_eq!(mine.len(), want.len(), "array {}: shard count", i);
+            for (k, v) in &want {
+                prop_assert!(mine.get(k) == Some(v), "array {}: shard {:?} differs", i, k);
+            }
+        }
+    }
+}
+
+// ---- the C API: three acquisitions, read back by other readers ----
+
+struct Fixture {
+    name: &'static str,
+    config: serde_json::Value,
+    /// The writes in acquisition order: (key, frames of that write).
+    writes: Vec<(String, usize)>,
+}
+
+fn dims(t: u64, t_tile: u64, extra: &[(&str, u64, u64, u64)]) -> serde_json::Value {
+    let mut d =
+        vec![serde_json::json!({"name": "t", "size": t, "tile": t_tile, "tiles_per_shard": 2})];
+    for &(n, size, tile, tps) in extra {
+        d.push(serde_json::json!({"name": n, "size": size, "tile": tile, "tiles_per_shard": tps}));
+    }
+    serde_json::Value::Array(d)
+}
+
+fn fixtures() -> Vec<Fixture> {
+    let yx = [("y", 64, 32, 2), ("x", 48, 16, 3)];
+    // Four positions, two channels, visited in turn for five time points.
+    let positions: Vec<String> = (0..4).map(|p| format!("Pos{p}")).collect();
+    let mut arrays = Vec::new();
+    for (i, key) in positions.iter().enumerate() {
+        let mut a = serde_json::json!({"key": key, "dtype": "uint16",
+            "dimensions": dims(0, 2, &[("c", 2, 1, 2), yx[0], yx[1]])});
+        if i == 1 {
+            a["multiscale"] = serde_json::json!({"levels": 2});
+        }
+        arrays.push(a);
+    }
+    let mut writes = Vec::new();
+    for _t in 0..5 {
+        for key in &positions {
+            writes.push((key.clone(), 2)); // both channels of one time point
+        }
+    }
+    let collection = Fixture {
+        name: "positions",
+        config: serde_json::json!({"arrays": arrays, "collection": "bioformats2raw",
+                                   "backend": "cpu", "max_latency_ms": 20}),
+        writes,
+    };
+    // A plate: two rows, three columns, three wells, four fields.
+    let fields = ["A/1/0", "A/1/1", "A/2/0", "B/3/0"];
+    let arrays: Vec<_> = fields
+        .iter()
+        .map(|k| {
+            serde_json::json!({"key": k, "dtype": "uint16", "dimensions": dims(3, 1, &yx),
+                                    "codec": {"name": "blosc", "cname": "lz4", "level": 5}})
+        })
+        .collect();
+    let mut writes = Vec::new();
+    for _t in 0..3 {
+        for k in fields {
+            writes.push((k.to_string(), 1));
+        }
+    }
+    let plate = Fixture {
+        name: "plate",
+        config: serde_json::json!({"arrays": arrays, "backend": "cpu", "plate": {
+            "name": "screen", "rows": ["A", "B"], "columns": ["1", "2", "3"],
+            "wells": [{"row": "A", "column": "1", "fields": ["A/1/0", "A/1/1"]},
+                      {"row": "A", "column": "2", "fields": ["A/2/0"]},
+                      {"row": "B", "column": "3", "fields": ["B/3/0"]}],
+            "acquisitions": [{"id": 0, "name": "first"}]}}),
+        writes,
+    };
+    // Two cameras of different shapes and types, one an OME image, the
+    // other a plain array in a nested group; the second bounded.
+    let cameras = Fixture {
+        name: "cameras",
+        config: serde_json::json!({"arrays": [
+            {"key": "left", "dtype": "uint16", "ome": true,
+             "dimensions": dims(0, 4, &[("y", 96, 32, 2), ("x", 80, 40, 1)])},
+            {"key": "views/right", "dtype": "uint8",
+             "codec": {"name": "gzip", "level": 3},
+             "dimensions": dims(9, 2, &[("y", 40, 16, 2), ("x", 64, 64, 1)])}],
+            "backend": "cpu"}),
+        writes: (0..9)
+            .flat_map(|_| [("left".to_string(), 1), ("views/right".to_string(), 1)])
+            .collect(),
+    };
+    vec![collection, plate, cameras]
+}
+
+fn frame_bytes(array: &serde_json::Value) -> usize {
+    let elem = if array["dtype"] == "uint8" { 1 } else { 2 };
+    array["dimensions"].as_array().unwrap()[1..]
+        .iter()
+        .map(|d| d["size"].as_u64().unwrap() as usize)
+        .product::<usize>()
+        * elem
+}
+
+/// Writes `f` through the C API into `dir/<name>.zarr`, its raw inputs into
+/// `dir/<name>.raw/<i>.raw`; returns the manifest line.
+fn write_fixture(f: &Fixture, dir: &Path) -> String {
+    let store = dir.join(format!("{}.zarr", f.name));
+    let raw_dir = dir.join(format!("{}.raw", f.name));
+    std::fs::create_dir_all(&raw_dir).unwrap();
+    let mut config = f.config.clone();
+    config["store"] = serde_json::json!({"path": store, "overwrite": true});
+    let config_path = dir.join(format!("{}.json", f.name));
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let json = CString::new(config.to_string()).unwrap();
+    let mut s: *mut tz_stream = std::ptr::null_mut();
+    assert_eq!(
+        tz_create_json(json.as_ptr(), None, std::ptr::null_mut(), &mut s),
+        0
+    );
+    let arrays = config["arrays"].as_array().unwrap();
+    let mut raws: Vec<Vec<u8>> = vec![Vec::new(); arrays.len()];
+    for (key, frames) in &f.writes {
+        let key_c = CString::new(key.as_str()).unwrap();
+        let mut index = u32::MAX;
+        assert_eq!(tz_array_index(s, key_c.as_ptr(), &mut index), 0);
+        let i = index as usize;
+        assert_eq!(arrays[i]["key"], key.as_str());
+        let n = frame_bytes(&arrays[i]) * frames;
+        let at = raws[i].len();
+        let data = bytes_of(i, at + n)[at..].to_vec();
+        let written = tz_write_all_to(s, index, data.as_ptr() as *const c_void, n, -1);
+        assert_eq!(written, n as i64, "{}: {key}", f.name);
+        raws[i].extend_from_slice(&data);
+    }
+    assert_eq!(tz_flush(s), 0, "{}", f.name);
+    tz_destroy(s);
+    for (i, raw) in raws.iter().enumerate() {
+        std::fs::write(raw_dir.join(format!("{i}.raw")), raw).unwrap();
+    }
+    format!(
+        "{}\t{}\t{}",
+        store.display(),
+        config_path.display(),
+        raw_dir.display()
+    )
+}
+
+#[test]
+fn acquisitions_through_the_c_api_leave_stores_for_the_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::env::var_os("TZ_ARRAYS_DIR").map_or(tmp.path().to_path_buf(), Into::into);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut manifest = std::fs::File::create(dir.join("manifest.tsv")).unwrap();
+    for f in fixtures() {
+        let line = write_fixture(&f, &dir);
+        writeln!(manifest, "{line}").unwrap();
+        let store = dir.join(format!("{}.zarr", f.name));
+        assert!(
+            store.join("zarr.json").is_file(),
+            "{}: no root group",
+            f.name
+        );
+    }
+}
+
+#[test]
+fn bad_arrays_are_refused_and_the_stream_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"arrays": [
+        {"key": "a", "dtype": "uint8", "dimensions": dims(2, 1, &[("y", 4, 4, 1), ("x", 4, 4, 1)])},
+        {"key": "b", "dtype": "uint8", "dimensions": dims(0, 1, &[("y", 4, 4, 1), ("x", 4, 4, 1)])}],
+        "backend": "cpu", "store": {"path": tmp.path().join("s.zarr")}});
+    let json = CString::new(config.to_string()).unwrap();
+    let mut s: *mut tz_stream = std::ptr::null_mut();
+    assert_eq!(
+        tz_create_json(json.as_ptr(), None, std::ptr::null_mut(), &mut s),
+        0
+    );
+    let frame = [7u8; 16];
+    let invalid = -(tz_status::TZ_ERR_INVALID_ARGUMENT as i64);
+    assert_eq!(
+        tz_write_to(s, 2, frame.as_ptr() as *const c_void, 16),
+        invalid
+    );
+    let msg = unsafe { std::ffi::CStr::from_ptr(tz_stream_last_error(s)) }.to_string_lossy();
+    assert!(msg.contains("array 2 does not exist"), "{msg}");
+    let mut index = 9;
+    let nope = CString::new("c").unwrap();
+    assert_eq!(
+        tz_array_index(s, nope.as_ptr(), &mut index),
+        tz_status::TZ_ERR_INVALID_ARGUMENT as i32
+    );
+    let mut count = 0;
+    assert_eq!(tz_array_count(s, &mut count), 0);
+    assert_eq!(count, 2);
+    // Array a holds two frames; the third is refused, b takes more.
+    for _ in 0..2 {
+        assert_eq!(
+            tz_write_all_to(s, 0, frame.as_ptr() as *const c_void, 16, -1),
+            16
+        );
+    }
+    let overflow = -(tz_status::TZ_ERR_OVERFLOW as i64);
+    assert_eq!(
+        tz_write_to(s, 0, frame.as_ptr() as *const c_void, 16),
+        overflow
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            tz_write_all_to(s, 1, frame.as_ptr() as *const c_void, 16, -1),
+            16
+        );
+    }
+    assert_eq!(tz_flush(s), 0);
+    tz_destroy(s);
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("s.zarr/b/zarr.json")).unwrap())
+            .unwrap();
+    assert_eq!(b["shape"][0], 3);
+}
+
+#[test]
+fn a_bad_layout_is_refused_naming_the_rule() {
+    let bad = serde_json::json!({"arrays": [
+        {"key": "A/1/0", "dtype": "uint8", "dimensions": dims(1, 1, &[("y", 4, 4, 1), ("x", 4, 4, 1)])}],
+        "plate": {"rows": ["A"], "columns": ["1"],
+                  "wells": [{"row": "B", "column": "1", "fields": ["A/1/0"]}]}});
+    let e = StreamConfig::from_json(&bad.to_string())
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.field, "plate.wells[0].row");
+    let json = CString::new(bad.to_string()).unwrap();
+    let mut s: *mut tz_stream = std::ptr::null_mut();
+    let rc = tz_create_json(json.as_ptr(), None, std::ptr::null_mut(), &mut s);
+    assert_eq!(rc, tz_status::TZ_ERR_CONFIG as i32);
+    assert!(s.is_null());
+}
