@@ -235,6 +235,14 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// The configuration's choice that picks this backend and no other.
+    pub fn as_choice(self) -> BackendChoice {
+        match self {
+            BackendKind::Cpu => BackendChoice::Cpu,
+            BackendKind::Gpu => BackendChoice::Gpu,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",

@@ -11,7 +11,7 @@
 //! within `staging_bytes` where that allows; past it the budget is raised.
 
 use crate::backend::{self, BackendKind};
-use crate::config::{BackendChoice, Plan, Validated};
+use crate::config::{Plan, Validated};
 use crate::error::Result;
 use crate::memory::MemoryPlan;
 use crate::shard::ShardAssembler;
@@ -80,14 +80,11 @@ pub fn extra_staging_bytes(v: &Validated, members: usize) -> u64 {
 pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
     let lanes = Lanes::of(plan);
     let mut total = MemoryPlan::default();
-    let mut kind = None;
+    let mut kind: Option<BackendKind> = None;
     for (l, &first) in lanes.first.iter().enumerate() {
         let mut v = plan.arrays[first].clone();
         if let Some(k) = kind {
-            v.config.backend = match k {
-                BackendKind::Gpu => BackendChoice::Gpu,
-                BackendKind::Cpu => BackendChoice::Cpu,
-            };
+            v.config.backend = k.as_choice();
         }
         let (k, p) = backend::estimate(&v)?;
         kind.get_or_insert(k);

@@ -11,7 +11,7 @@ use super::shared::Shared;
 use super::workers::ComputeThread;
 use super::Stream;
 use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer};
-use crate::config::{BackendChoice, Plan};
+use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::shard::ShardAssembler;
 use crate::sink::{ShardSink, SharedAttributes, StreamHooks};
@@ -66,10 +66,7 @@ impl Parts {
             let v = &mut plan.arrays[first];
             if let Some(chosen) = &selection {
                 // Every lane runs where the first one does.
-                v.config.backend = match chosen.kind {
-                    BackendKind::Gpu => BackendChoice::Gpu,
-                    BackendKind::Cpu => BackendChoice::Cpu,
-                };
+                v.config.backend = chosen.kind.as_choice();
             }
             let (backend, chosen) = backend::select(v)?;
             selection.get_or_insert(chosen);
