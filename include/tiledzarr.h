@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 6
+#define TZ_VERSION_MINOR 7
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -827,6 +827,19 @@ int64_t tz_write_all_to(struct tz_stream *s,
                         const void *data,
                         size_t nbytes,
                         int64_t timeout_ms);
+
+/**
+ * Advances array `array` by `nbytes` bytes of whole frames without data
+ * (frames the camera dropped): they read as the fill value. Chunks that
+ * hold only skipped frames stay empty in their shard's index, costing no
+ * copy and no compression (on an array without a pyramid; with one,
+ * skipped frames are compressed as fill-value frames). Non-blocking, as
+ * tz_write: returns the bytes skipped, fewer than `nbytes` when staging
+ * memory is busy; `-TZ_ERR_INVALID_ARGUMENT` when `nbytes` is not whole
+ * frames or the array does not exist; `-TZ_ERR_OVERFLOW` past a bounded
+ * array's end. Since 0.7.
+ */
+int64_t tz_skip(struct tz_stream *s, uint32_t array, uint64_t nbytes);
 
 /**
  * The index of the array whose key is `key` (as in the configuration's

@@ -200,8 +200,9 @@ proptest! {
 struct Fixture {
     name: &'static str,
     config: serde_json::Value,
-    /// The writes in acquisition order: (key, frames of that write).
-    writes: Vec<(String, usize)>,
+    /// The writes in acquisition order: (key, frames of that write, whether
+    /// they are skipped: dropped frames, read as the fill value).
+    writes: Vec<(String, usize, bool)>,
 }
 
 fn dims(t: u64, t_tile: u64, extra: &[(&str, u64, u64, u64)]) -> serde_json::Value {
@@ -227,9 +228,11 @@ fn fixtures() -> Vec<Fixture> {
         arrays.push(a);
     }
     let mut writes = Vec::new();
-    for _t in 0..5 {
+    for t in 0..5 {
         for key in &positions {
-            writes.push((key.clone(), 2)); // both channels of one time point
+            // Both channels of one time point; the position with a pyramid
+            // drops time point 1 (half an epoch: filled in staging).
+            writes.push((key.clone(), 2, t == 1 && key == "Pos1"));
         }
     }
     let collection = Fixture {
@@ -248,9 +251,10 @@ fn fixtures() -> Vec<Fixture> {
         })
         .collect();
     let mut writes = Vec::new();
-    for _t in 0..3 {
+    for t in 0..3 {
         for k in fields {
-            writes.push((k.to_string(), 1));
+            // One field's camera drops its second frame (a whole epoch).
+            writes.push((k.to_string(), 1, t == 1 && k == "A/2/0"));
         }
     }
     let plate = Fixture {
@@ -274,8 +278,21 @@ fn fixtures() -> Vec<Fixture> {
              "codec": {"name": "gzip", "level": 3},
              "dimensions": dims(9, 2, &[("y", 40, 16, 2), ("x", 64, 64, 1)])}],
             "backend": "cpu"}),
+        // The left camera drops frames 4 to 7 at once (a whole epoch: its
+        // chunks stay empty) and frame 9 (a part of an epoch).
         writes: (0..9)
-            .flat_map(|_| [("left".to_string(), 1), ("views/right".to_string(), 1)])
+            .flat_map(|t| {
+                let left = match t {
+                    4 => ("left".to_string(), 4, true),
+                    5..=7 => ("left".to_string(), 0, false),
+                    _ => ("left".to_string(), 1, false),
+                };
+                [left, ("views/right".to_string(), 1, false)]
+            })
+            .chain([
+                ("left".to_string(), 1, true),
+                ("left".to_string(), 2, false),
+            ])
             .collect(),
     };
     vec![collection, plate, cameras]
@@ -308,7 +325,7 @@ fn write_fixture(f: &Fixture, dir: &Path) -> String {
     );
     let arrays = config["arrays"].as_array().unwrap();
     let mut raws: Vec<Vec<u8>> = vec![Vec::new(); arrays.len()];
-    for (key, frames) in &f.writes {
+    for (key, frames, skipped) in &f.writes {
         let key_c = CString::new(key.as_str()).unwrap();
         let mut index = u32::MAX;
         assert_eq!(tz_array_index(s, key_c.as_ptr(), &mut index), 0);
@@ -316,8 +333,26 @@ fn write_fixture(f: &Fixture, dir: &Path) -> String {
         assert_eq!(arrays[i]["key"], key.as_str());
         let n = frame_bytes(&arrays[i]) * frames;
         let at = raws[i].len();
-        let data = bytes_of(i, at + n)[at..].to_vec();
-        let written = tz_write_all_to(s, index, data.as_ptr() as *const c_void, n, -1);
+        let data = if *skipped {
+            vec![0; n]
+        } else {
+            bytes_of(i, at + n)[at..].to_vec()
+        };
+        let written = if *skipped {
+            // Non-blocking, as tz_write: the caller comes back for the rest.
+            let mut done = 0;
+            while done < n as i64 {
+                let took = tz_skip(s, index, n as u64 - done as u64);
+                assert!(took >= 0, "{}: {key}: tz_skip {took}", f.name);
+                if took == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                done += took;
+            }
+            done
+        } else {
+            tz_write_all_to(s, index, data.as_ptr() as *const c_void, n, -1)
+        };
         assert_eq!(written, n as i64, "{}: {key}", f.name);
         raws[i].extend_from_slice(&data);
     }

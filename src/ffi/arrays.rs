@@ -36,6 +36,27 @@ pub extern "C" fn tz_write_all_to(
     write_impl("tz_write_all_to", s, array, data, nbytes, Some(timeout))
 }
 
+/// Advances array `array` by `nbytes` bytes of whole frames without data
+/// (frames the camera dropped): they read as the fill value. Chunks that
+/// hold only skipped frames stay empty in their shard's index, costing no
+/// copy and no compression (on an array without a pyramid; with one,
+/// skipped frames are compressed as fill-value frames). Non-blocking, as
+/// tz_write: returns the bytes skipped, fewer than `nbytes` when staging
+/// memory is busy; `-TZ_ERR_INVALID_ARGUMENT` when `nbytes` is not whole
+/// frames or the array does not exist; `-TZ_ERR_OVERFLOW` past a bounded
+/// array's end. Since 0.7.
+#[no_mangle]
+pub extern "C" fn tz_skip(s: *mut tz_stream, array: u32, nbytes: u64) -> i64 {
+    let on_err = |e: &Error| -(status_of(e) as i64);
+    with_stream("tz_skip", s, on_err, |stream| {
+        let n = usize::try_from(nbytes)
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| Error::InvalidArgument(format!("nbytes {nbytes} is too large")))?;
+        Ok(stream.skip_to(array as usize, n)? as i64)
+    })
+}
+
 /// The index of the array whose key is `key` (as in the configuration's
 /// `arrays`), in `*index`. TZ_ERR_INVALID_ARGUMENT, naming the stream's
 /// keys, when no array has it; a stream of one array has the key "".

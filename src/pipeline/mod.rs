@@ -14,6 +14,7 @@ mod lanes;
 mod latency;
 mod pyramid;
 mod shared;
+mod skipped;
 mod start;
 mod workers;
 
@@ -159,6 +160,19 @@ impl Stream {
     pub fn try_write_to(&mut self, array: usize, data: &[u8]) -> Result<usize> {
         self.check_open()?;
         self.intake.lock().try_write(array, data, &self.copy_pool)
+    }
+
+    /// Advances array `array` by `nbytes` bytes of whole frames without
+    /// data (frames a camera dropped), without waiting: they read as the
+    /// fill value. Chunks that hold only skipped frames stay empty in their
+    /// shard's index and cost no copy and no compression (on an array
+    /// without a pyramid; with one, skipped frames are reduced and
+    /// compressed as fill-value frames). Returns the bytes skipped: fewer
+    /// than `nbytes` when staging memory is busy, as [`Stream::try_write`]
+    /// does; an error for a part of a frame or past a bounded array's end.
+    pub fn skip_to(&mut self, array: usize, nbytes: usize) -> Result<usize> {
+        self.check_open()?;
+        self.intake.lock().skip(array, nbytes)
     }
 
     /// Writes all of `data`, waiting for staging memory as needed, at most

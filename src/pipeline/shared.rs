@@ -5,8 +5,12 @@ use crate::backend::Selection;
 use crate::error::Error;
 use crate::sink::SharedAttributes;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// Runs of skipped epochs the job queue holds at most (room kept for them
+/// beside every staging buffer).
+pub const SKIPS_QUEUED: usize = 16;
 
 pub struct Shared {
     pub metrics: Metrics,
@@ -17,6 +21,10 @@ pub struct Shared {
     pub attributes: Arc<SharedAttributes>,
     /// Each array's key (for messages).
     pub keys: Vec<String>,
+    /// Runs of skipped epochs queued for the compute thread and not yet
+    /// taken: at most [`SKIPS_QUEUED`], so that they never fill the job
+    /// queue a write hands its buffers to.
+    pub skips_queued: AtomicUsize,
     poisoned: AtomicBool,
     poison: Mutex<Option<Error>>,
 }
@@ -29,6 +37,7 @@ impl Shared {
             cancel: AtomicBool::new(false),
             attributes: Arc::new(attributes),
             keys,
+            skips_queued: AtomicUsize::new(0),
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
         }

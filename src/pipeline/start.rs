@@ -7,7 +7,7 @@ use super::intake::{ArrayIntake, FreeBuffers, Intake, IntakeParts};
 use super::lanes::{extra_staging_bytes, lane_staging, Lanes};
 use super::latency;
 use super::pyramid::Pyramid;
-use super::shared::Shared;
+use super::shared::{Shared, SKIPS_QUEUED};
 use super::workers::ComputeThread;
 use super::Stream;
 use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer};
@@ -203,8 +203,10 @@ impl Parts {
             backends.push(lane.backend);
             all_buffers += lane.buffers;
         }
-        // Every staging buffer plus the finish message fits: sends never block.
-        let (job_tx, job_rx) = mpsc::sync_channel(all_buffers + 1);
+        // Every staging buffer, the queued runs of skipped epochs and the
+        // finish message fit: sends never block.
+        let (job_tx, job_rx) = mpsc::sync_channel(all_buffers + SKIPS_QUEUED + 1);
+        let has_pyramid: Vec<bool> = pyramids.iter().map(Option::is_some).collect();
         let (del_tx, del_rx) = mpsc::sync_channel(1);
         let (spare_tx, spare_rx) = mpsc::channel();
         let (retired_tx, retired_rx) = mpsc::channel();
@@ -220,7 +222,7 @@ impl Parts {
             free_staging: free_senders,
             deliveries: del_tx,
             spare_epochs: Arc::new(parking_lot::Mutex::new(spare_rx)),
-            has_pyramid: pyramids.iter().map(Option::is_some).collect(),
+            has_pyramid: has_pyramid.clone(),
             pyramids,
         };
         let (retired_sink_tx, retired_sink_rx) = mpsc::channel();
@@ -256,10 +258,15 @@ impl Parts {
             .arrays
             .iter()
             .zip(&lane_of)
-            .map(|(v, &lane)| ArrayIntake {
+            .zip(&has_pyramid)
+            .map(|((v, &lane), &pyramid)| ArrayIntake {
                 lane,
                 buffer_bytes: lane_buffer_bytes[lane],
                 epoch_bytes: v.layout.epoch_bytes() as usize,
+                plane_bytes: v.layout.plane_bytes() as usize,
+                // A pyramid's levels are reduced from the data: skipped
+                // epochs go through it as fill-value planes.
+                empty_epochs: !pyramid,
                 capacity: v.layout.array_bytes(),
             })
             .collect();

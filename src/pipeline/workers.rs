@@ -40,6 +40,13 @@ pub enum Job {
         buf: StagingBuffer,
         valid: usize,
     },
+    /// `epochs` epochs of array `array` from `first_epoch` on that hold
+    /// no data (skipped frames): their chunks stay empty.
+    Skip {
+        array: u32,
+        first_epoch: u64,
+        epochs: u64,
+    },
     /// The stream is complete with `planes[a][k]` planes along dimension
     /// 0 on array `a`'s level `k`.
     Finish { planes: Vec<Vec<u64>> },
@@ -326,6 +333,11 @@ impl ComputeThread {
                         let _ = free.send(buf);
                     }
                 }
+                Job::Skip {
+                    array,
+                    first_epoch,
+                    epochs,
+                } => self.skip(array, first_epoch, epochs),
                 Job::Finish { planes } => {
                     self.drain();
                     if let Some(l) = link {
@@ -412,7 +424,7 @@ impl ComputeThread {
     }
 
     /// Collects what the backend still holds at the end of the stream.
-    fn drain(&mut self) {
+    pub(super) fn drain(&mut self) {
         self.hand_on_held(|b, m, spare, done| b.drain(m, spare, done));
     }
 
@@ -480,7 +492,7 @@ fn whole_pairs(pairs: bool, planes: usize) -> bool {
 }
 
 /// The array of the next epoch a lane's backend hands on.
-fn next_owed(owed: &mut VecDeque<(u32, usize)>) -> u32 {
+pub(super) fn next_owed(owed: &mut VecDeque<(u32, usize)>) -> u32 {
     let Some((array, left)) = owed.front_mut() else {
         debug_assert!(false, "a backend handed on an epoch it was not given");
         return 0;
@@ -495,7 +507,7 @@ fn next_owed(owed: &mut VecDeque<(u32, usize)>) -> u32 {
 
 /// Hands an epoch of array `array`'s level `level` to the delivery thread
 /// (false: it is gone).
-fn send(
+pub(super) fn send(
     deliveries: &SyncSender<Delivery>,
     array: u32,
     level: u32,

@@ -261,9 +261,13 @@ fn index_epoch(
     let offsets = &epoch.offsets;
     for w in 0..per_shard {
         let j = first + w;
-        if present[j] {
+        let nbytes = offsets[j + 1] - offsets[j];
+        // A chunk of no bytes is one that holds nothing (skipped frames):
+        // it stays empty, read as the fill value. Every codec's encoding of
+        // a real chunk has bytes.
+        if present[j] && nbytes > 0 {
             let at = base + offsets[j] - offsets[first];
-            index.set(first_chunk as usize + w, at, offsets[j + 1] - offsets[j]);
+            index.set(first_chunk as usize + w, at, nbytes);
         }
     }
 }

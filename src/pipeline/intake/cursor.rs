@@ -12,6 +12,11 @@ pub struct ArrayIntake {
     /// How many of its bytes one staging buffer holds: whole epochs.
     pub buffer_bytes: usize,
     pub epoch_bytes: usize,
+    /// One frame's bytes: what a skip counts in.
+    pub plane_bytes: usize,
+    /// Whether whole epochs of skipped frames go on as epochs without data
+    /// (false where a pyramid is reduced from the data).
+    pub empty_epochs: bool,
     /// A bounded array's bytes.
     pub capacity: Option<u64>,
 }

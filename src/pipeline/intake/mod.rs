@@ -8,6 +8,7 @@
 
 mod cursor;
 mod free;
+mod skip;
 
 pub use cursor::ArrayIntake;
 use cursor::Cursor;

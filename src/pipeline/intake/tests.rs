@@ -45,6 +45,8 @@ impl Rig {
                 lane: 0,
                 buffer_bytes: bytes,
                 epoch_bytes: EPOCH,
+                plane_bytes: EPOCH / 4,
+                empty_epochs: true,
                 capacity: None,
             }],
             free_staging: vec![FreeBuffers::new(free_staging, None, 0)],
