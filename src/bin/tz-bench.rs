@@ -17,7 +17,7 @@ use tz_bench::ceilings::{self, best_and_median};
 use tz_bench::data::{self, Frames};
 use tz_bench::record::{self, Record};
 use tz_bench::stream::{self, Progress, Target};
-use tz_bench::{peers, protocol, table, workdir::WorkDir};
+use tz_bench::{peers, positions, protocol, table, workdir::WorkDir};
 
 const GIB: u64 = 1 << 30;
 
@@ -45,6 +45,9 @@ fn main() -> ExitCode {
 }
 
 fn bench(o: &Options) -> Result<ExitCode, String> {
+    if let Some(n) = o.positions {
+        return positions::bench(o, n).map(|()| ExitCode::SUCCESS);
+    }
     let root = peers::repo_root();
     // The record is written last: a destination that cannot take it fails
     // now, not after minutes of measuring.

@@ -63,6 +63,12 @@ usage: tz-bench [options]
                             and codec (acquire-zarr, tensorstore)
   --python PATH             interpreter for the peers (default .venv/bin/python)
   --no-ceilings             skip the ceiling measurements
+  --positions N             a time-lapse of N positions instead: one stream
+                            of N arrays (2048 x 2048 uint16 frames, 2
+                            channels, each position's frames written in turn
+                            at each time point), beside one stream of the
+                            configuration (cam-32) of the same bytes in the
+                            same run; the codec and backend options apply
   -h, --help                this text
 ";
 
@@ -177,6 +183,8 @@ pub struct Options {
     pub peers: bool,
     pub python: Option<PathBuf>,
     pub ceilings: bool,
+    /// A time-lapse of this many positions (`--positions`).
+    pub positions: Option<usize>,
 }
 
 impl Default for Options {
@@ -204,6 +212,7 @@ impl Default for Options {
             peers: false,
             python: None,
             ceilings: true,
+            positions: None,
         }
     }
 }
@@ -278,6 +287,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--out" => o.out = Some(value()?.into()),
             "--results" => o.results = Some(value()?.into()),
             "--peers" => o.peers = true,
+            "--positions" => o.positions = Some(number(&key, &value()?)?),
             "--python" => o.python = Some(value()?.into()),
             "--no-ceilings" => o.ceilings = false,
             _ if key.starts_with('-') => return Err(format!("unknown option {key:?}")),

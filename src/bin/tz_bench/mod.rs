@@ -5,6 +5,7 @@ pub mod args;
 pub mod ceilings;
 pub mod data;
 pub mod peers;
+pub mod positions;
 pub mod protocol;
 pub mod record;
 pub mod stream;
