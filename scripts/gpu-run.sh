@@ -34,7 +34,7 @@ for line in sys.stdin:
         if name in ("c_api_roundtrip", "gpu", "gpu_faults", "gpu_memory", "gpu_chunk_order",
                     "c_api_errors", "rust_api",
                     "hardening_api", "hardening_store", "ome_fixtures", "reserve_commit",
-                    "latency_bound"):
+                    "latency_bound", "arrays", "skipped_frames"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/bin"
 cargo build --release --example acquire --example synth_raw --bin tz-bench

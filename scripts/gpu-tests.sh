@@ -4,8 +4,15 @@
 #
 #   bundle/run.sh [RESULTS_DIR [PHASE...]]
 #
-# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python, ome, lean
-# (default: all nine, in that order). lean runs the zero-copy and latency
+# PHASE: tests, sanitizer, bench, codecs, fsync, protocol, python, ome, lean,
+# arrays (default: all ten, in that order). arrays writes the acquisitions
+# of several arrays per stream (positions, a plate, two cameras, with
+# dropped frames) on the GPU backend into RESULTS_DIR/arrays-stores.tgz (the
+# build machine reads them back with tests/readback/check_arrays.py),
+# runs them under compute-sanitizer memcheck, runs the skipped-frames
+# property test on the GPU backend, and benchmarks 96 positions of 2048^2
+# uint16 frames, 2 channels, beside one cam-32 stream of the same bytes
+# (tz-bench --positions 96). lean runs the zero-copy and latency
 # tests on the GPU backend (the latency bound at 50 MB/s in cam-32's
 # shape), compute-sanitizer on them, and cam-32 with the 3 GiB staging of
 # earlier versions beside the default, and codec none through write and
@@ -38,7 +45,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 results="${1:-$here/results}"
 shift || true
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python ome lean)
+[[ ${#phases[@]} -gt 0 ]] || phases=(tests sanitizer bench codecs fsync protocol python ome lean arrays)
 wants() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 mkdir -p "$results"
 # The python phase runs without these two.
@@ -234,6 +241,21 @@ check lean-none-write "$here/bin/tz-bench" --config cam-32 --backend gpu --sink 
     --codec none --bytes "$bytes" --reps 3 --out "$results/lean-none-write.json"
 check lean-none-dma "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard \
     --codec none --ingest dma --bytes "$bytes" --reps 3 --out "$results/lean-none-dma.json"
+fi
+
+if wants arrays; then
+step "several arrays per stream: acquisitions, dropped frames, 96 positions"
+check arrays-gpu env TZ_TEST_BACKEND=gpu TZ_ARRAYS_DIR="$results/arrays-stores" "$here/bin/arrays" \
+    --exact acquisitions_through_the_c_api_leave_stores_for_the_readers
+(cd "$results" && tar czf arrays-stores.tgz arrays-stores && rm -rf arrays-stores)
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+check sanitizer-memcheck-arrays env TZ_TEST_BACKEND=gpu TZ_ARRAYS_DIR="$results/arrays-sanitizer" \
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$here/bin/arrays" \
+    --exact acquisitions_through_the_c_api_leave_stores_for_the_readers
+rm -rf "$results/arrays-sanitizer"
+check skipped-frames-gpu env TZ_TEST_BACKEND=gpu "$here/bin/skipped_frames"
+check positions-96 "$here/bin/tz-bench" --positions 96 --backend gpu \
+    --bytes "${TZ_POSITIONS_BYTES:-8GiB}" --reps 3 --out "$results/positions-96-gpu.json"
 fi
 
 step "summary"

@@ -197,6 +197,12 @@ proptest! {
 
 // ---- the C API: three acquisitions, read back by other readers ----
 
+/// The backend the acquisitions run on: `TZ_TEST_BACKEND` (cpu by default;
+/// a GPU machine runs them on gpu and its stores are read back as these).
+fn backend() -> String {
+    std::env::var("TZ_TEST_BACKEND").unwrap_or_else(|_| "cpu".into())
+}
+
 struct Fixture {
     name: &'static str,
     config: serde_json::Value,
@@ -238,7 +244,7 @@ fn fixtures() -> Vec<Fixture> {
     let collection = Fixture {
         name: "positions",
         config: serde_json::json!({"arrays": arrays, "collection": "bioformats2raw",
-                                   "backend": "cpu", "max_latency_ms": 20}),
+                                   "backend": backend(), "max_latency_ms": 20}),
         writes,
     };
     // A plate: two rows, three columns, three wells, four fields.
@@ -259,7 +265,7 @@ fn fixtures() -> Vec<Fixture> {
     }
     let plate = Fixture {
         name: "plate",
-        config: serde_json::json!({"arrays": arrays, "backend": "cpu", "plate": {
+        config: serde_json::json!({"arrays": arrays, "backend": backend(), "plate": {
             "name": "screen", "rows": ["A", "B"], "columns": ["1", "2", "3"],
             "wells": [{"row": "A", "column": "1", "fields": ["A/1/0", "A/1/1"]},
                       {"row": "A", "column": "2", "fields": ["A/2/0"]},
@@ -277,7 +283,7 @@ fn fixtures() -> Vec<Fixture> {
             {"key": "views/right", "dtype": "uint8",
              "codec": {"name": "gzip", "level": 3},
              "dimensions": dims(9, 2, &[("y", 40, 16, 2), ("x", 64, 64, 1)])}],
-            "backend": "cpu"}),
+            "backend": backend()}),
         // The left camera drops frames 4 to 7 at once (a whole epoch: its
         // chunks stay empty) and frame 9 (a part of an epoch).
         writes: (0..9)

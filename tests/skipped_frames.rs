@@ -64,7 +64,7 @@ fn config(c: &Case, store: &Path) -> String {
     let mut v = serde_json::json!({
         "dtype": "uint16",
         "ome": true,
-        "backend": "cpu",
+        "backend": std::env::var("TZ_TEST_BACKEND").unwrap_or_else(|_| "cpu".into()),
         "codec": {"name": c.codec},
         "dimensions": [
             {"name": "t", "size": c.t, "tile": c.t_tile, "tiles_per_shard": c.t_per_shard},
