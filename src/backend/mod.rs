@@ -22,11 +22,13 @@ pub struct EpochJob<'a> {
     pub metrics: &'a Metrics,
 }
 
-/// A staging buffer's worth of epochs.
+/// A staging buffer's worth of epochs, or several buffers' (the epochs of
+/// several arrays that share the backend, gathered into one batch).
 pub struct BatchJob<'a> {
     pub first_epoch: u64,
-    /// Whole epochs of row-major input, the last padded with the fill value.
-    pub input: &'a [u8],
+    /// Runs of whole epochs of row-major input, in order, each run's last
+    /// epoch padded with the fill value.
+    pub input: &'a [&'a [u8]],
     pub epochs: usize,
     pub cancel: &'a AtomicBool,
     pub metrics: &'a Metrics,
@@ -67,8 +69,10 @@ pub trait Backend: Send {
         spare: &mut dyn FnMut() -> CompressedEpoch,
         done: &mut dyn FnMut(CompressedEpoch) -> bool,
     ) -> Result<()> {
-        let epoch_bytes = job.input.len() / job.epochs.max(1);
-        for (k, input) in job.input.chunks(epoch_bytes).take(job.epochs).enumerate() {
+        let bytes: usize = job.input.iter().map(|run| run.len()).sum();
+        let epoch_bytes = bytes / job.epochs.max(1);
+        let epochs = job.input.iter().flat_map(|run| run.chunks(epoch_bytes));
+        for (k, input) in epochs.take(job.epochs).enumerate() {
             if job.cancel.load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }

@@ -91,10 +91,13 @@ pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
         let members = lanes.members(l);
         total.device_bytes = total.device_bytes.saturating_add(p.device_bytes);
         total.pinned_bytes = total.pinned_bytes.saturating_add(p.pinned_bytes);
-        total.host_bytes = total
-            .host_bytes
-            .saturating_add(p.host_bytes)
-            .saturating_add(extra_staging_bytes(&v, members));
+        total.host_bytes = total.host_bytes.saturating_add(p.host_bytes);
+        // Staging is page-locked where a GPU backend allocates it.
+        let extra = extra_staging_bytes(&v, members);
+        match k {
+            BackendKind::Gpu => total.pinned_bytes = total.pinned_bytes.saturating_add(extra),
+            BackendKind::Cpu => total.host_bytes = total.host_bytes.saturating_add(extra),
+        }
     }
     if plan.arrays.len() > 1 {
         for (a, v) in plan.arrays.iter().enumerate() {

@@ -7,6 +7,7 @@
 //! thread, which hands it back once the backend has read it. When no buffer
 //! is free, `write` returns 0 (busy) at once.
 
+mod batches;
 mod delivery;
 mod handles;
 mod intake;

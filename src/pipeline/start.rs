@@ -218,6 +218,7 @@ impl Parts {
             lane_of: lane_of.clone(),
             layouts: plan.arrays.iter().map(|v| v.layout.clone()).collect(),
             owed: vec![Default::default(); lanes_n],
+            peeked: None,
             jobs: job_rx,
             free_staging: free_senders,
             deliveries: del_tx,

@@ -3,11 +3,12 @@
 //! delivery thread (`delivery.rs`). Channels carry the work in order, and
 //! their bounds are the back-pressure that finally makes `write` busy.
 
+use super::batches::{send_owed, whole_pairs, Gathered, Owed};
 use super::delivery::Delivery;
 use super::pyramid::{Outlet, Pyramid};
 use super::{Metrics, Shared};
 use crate::backend::cpu::downsample::PlaneReduction;
-use crate::backend::{Backend, BatchJob, Level1Job, StagingBuffer};
+use crate::backend::{Backend, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::shard::CompressedEpoch;
@@ -72,7 +73,10 @@ pub struct ComputeThread {
     /// Per lane, the arrays of the epochs its backend still owes, in
     /// order, with how many: a backend that overlaps batches hands one
     /// batch's epochs on while it takes the next.
-    pub owed: Vec<VecDeque<(u32, usize)>>,
+    pub owed: Vec<VecDeque<Owed>>,
+    /// A job taken from the queue while gathering a batch that did not
+    /// join it: the next one to run.
+    pub peeked: Option<Job>,
     pub jobs: Receiver<Job>,
     /// Each lane's pool of free staging buffers.
     pub free_staging: Vec<Sender<StagingBuffer>>,
@@ -295,7 +299,11 @@ impl ComputeThread {
             } else {
                 IDLE_WAIT
             };
-            let job = match self.jobs.recv_timeout(wait) {
+            let job = match self
+                .peeked
+                .take()
+                .map_or_else(|| self.jobs.recv_timeout(wait), Ok)
+            {
                 Ok(job) => job,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.collect_ready();
@@ -304,6 +312,19 @@ impl ComputeThread {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return link,
             };
             match job {
+                Job::Batch {
+                    array,
+                    first_epoch,
+                    buf,
+                    valid,
+                } if self.pyramid_less(array) => {
+                    self.compress_gathered(Gathered {
+                        array,
+                        first_epoch,
+                        buf,
+                        valid,
+                    });
+                }
                 Job::Batch {
                     array,
                     first_epoch,
@@ -373,7 +394,7 @@ impl ComputeThread {
                     backend,
                     &shared.metrics,
                     &mut || spares.lock().try_recv().unwrap_or_default(),
-                    &mut |out| send(deliveries, next_owed(owed), 0, out),
+                    &mut |out| send_owed(deliveries, owed, out),
                 )
             });
         }
@@ -381,7 +402,7 @@ impl ComputeThread {
 
     /// Whether array `array` has no pyramid (its staging buffer is free
     /// once compressed).
-    fn pyramid_less(&self, array: u32) -> bool {
+    pub(super) fn pyramid_less(&self, array: u32) -> bool {
         !self.has_pyramid[array as usize]
     }
 
@@ -427,82 +448,6 @@ impl ComputeThread {
     pub(super) fn drain(&mut self) {
         self.hand_on_held(|b, m, spare, done| b.drain(m, spare, done));
     }
-
-    /// Compresses the epochs holding data and passes them on, unless the
-    /// stream is poisoned or abandoned; returns the bytes of whole planes
-    /// holding data (what the pyramid takes). With `level1` (the stream's
-    /// first reduction, while the backend does it), the backend reduces
-    /// this batch too when it holds whole pairs of planes.
-    fn compress(
-        &mut self,
-        array: u32,
-        first_epoch: u64,
-        buf: &mut [u8],
-        valid: usize,
-        level1: Option<&(PlaneReduction, bool)>,
-    ) -> usize {
-        let layout = &self.layouts[array as usize];
-        let plane_bytes = layout.plane_bytes() as usize;
-        let planes = valid.div_ceil(plane_bytes.max(1));
-        let level1 =
-            level1
-                .filter(|(_, pairs)| whole_pairs(*pairs, planes))
-                .map(|(reduction, pairs)| Level1Job {
-                    reduction,
-                    planes,
-                    pairs: *pairs,
-                });
-        if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
-            return planes * plane_bytes;
-        }
-        let epoch_bytes = layout.epoch_bytes() as usize;
-        let epochs = valid.div_ceil(epoch_bytes);
-        // The tail of the last epoch is padding: fill value.
-        buf[valid..epochs * epoch_bytes].fill(0);
-        let lane = self.lane_of[array as usize];
-        let owed = &mut self.owed[lane];
-        owed.push_back((array, epochs));
-        let (spares, deliveries) = (&self.spare_epochs, &self.deliveries);
-        let shared = &self.shared;
-        let backend = &mut self.backends[lane];
-        guarded(shared, "compute", || {
-            let job = BatchJob {
-                first_epoch,
-                input: &buf[..epochs * epoch_bytes],
-                epochs,
-                cancel: &shared.cancel,
-                metrics: &shared.metrics,
-                level1,
-            };
-            backend.compress_batch(
-                job,
-                &mut || spares.lock().try_recv().unwrap_or_default(),
-                &mut |out| send(deliveries, next_owed(owed), 0, out),
-            )
-        });
-        planes * plane_bytes
-    }
-}
-
-/// Whether a batch of `planes` planes is whole windows of level 1 along
-/// dimension 0 (pairs of planes when it is halved): only then does the
-/// backend reduce it.
-fn whole_pairs(pairs: bool, planes: usize) -> bool {
-    !pairs || planes.is_multiple_of(2)
-}
-
-/// The array of the next epoch a lane's backend hands on.
-pub(super) fn next_owed(owed: &mut VecDeque<(u32, usize)>) -> u32 {
-    let Some((array, left)) = owed.front_mut() else {
-        debug_assert!(false, "a backend handed on an epoch it was not given");
-        return 0;
-    };
-    let array = *array;
-    *left -= 1;
-    if *left == 0 {
-        owed.pop_front();
-    }
-    array
 }
 
 /// Hands an epoch of array `array`'s level `level` to the delivery thread

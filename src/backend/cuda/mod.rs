@@ -408,8 +408,7 @@ impl Backend for CudaBackend {
         debug_assert!(epochs <= self.epochs_per_batch);
         let slot = self.next_slot;
         self.next_slot ^= 1;
-        let mut roles =
-            self.enqueue_scatter(slot, &job.input[..epochs * epoch_bytes], epochs, job.level1)?;
+        let mut roles = self.enqueue_scatter(slot, job.input, epochs * epoch_bytes, job.level1)?;
         self.enqueue_compress(slot, &mut roles, epochs)?;
         let batch = self.batches;
         self.batches += 1;

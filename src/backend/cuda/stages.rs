@@ -52,10 +52,11 @@ impl CudaBackend {
     pub(super) fn enqueue_scatter(
         &mut self,
         slot: usize,
-        input: &[u8],
-        epochs: usize,
+        input: &[&[u8]],
+        bytes: usize,
         level1: Option<Level1Job<'_>>,
     ) -> Result<Roles> {
+        let epochs = bytes / self.layout.epoch_bytes().max(1) as usize;
         let chunks = epochs * self.layout.tiles_per_epoch() as usize;
         let s = &self.input;
         let sl = &self.slots[slot];
@@ -63,7 +64,16 @@ impl CudaBackend {
         let batch = self.batches;
         mark(&mut self.timeline, s, batch, Step::LandingReady);
         sl.h2d_start.record(s, "H2D copy")?;
-        self.pools.buffer(land).upload_async(input, s, "H2D copy")?;
+        // The runs (one staging buffer each) land back to back: the batch
+        // is whole epochs from there on.
+        let mut at = 0;
+        for run in input {
+            let run = &run[..run.len().min(bytes - at)];
+            self.pools
+                .buffer(land)
+                .upload_at_async(at, run, s, "H2D copy")?;
+            at += run.len();
+        }
         sl.h2d_end.record(s, "H2D copy")?;
         mark(&mut self.timeline, s, batch, Step::H2dDone);
         // Beside the scatter; the compute stream, which writes over the

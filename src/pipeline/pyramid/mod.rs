@@ -233,7 +233,7 @@ impl Pyramid {
                 let n = batch.min(epochs - from);
                 let job = BatchJob {
                     first_epoch: lane.next_epoch,
-                    input: &lane.pending[from * epoch_bytes..(from + n) * epoch_bytes],
+                    input: &[&lane.pending[from * epoch_bytes..(from + n) * epoch_bytes]],
                     epochs: n,
                     cancel: out.cancel,
                     metrics: out.metrics,
