@@ -466,3 +466,34 @@ fn a_bad_layout_is_refused_naming_the_rule() {
     assert_eq!(rc, tz_status::TZ_ERR_CONFIG as i32);
     assert!(s.is_null());
 }
+
+#[test]
+fn arrays_holding_partial_epochs_get_staging_past_the_budget() {
+    // Twelve arrays of one shape share a lane whose staging budget holds a
+    // few epochs; each is written a frame at a time, in turn, with epochs
+    // of two frames: all twelve hold a partial epoch at once.
+    let arrays: Vec<_> = (0..12)
+        .map(|i| {
+            serde_json::json!({"key": format!("p{i}"), "dtype": "uint8", "dimensions": [
+                {"name": "t", "size": 0, "tile": 2, "tiles_per_shard": 1},
+                {"name": "y", "size": 64, "tile": 32, "tiles_per_shard": 2},
+                {"name": "x", "size": 64, "tile": 64, "tiles_per_shard": 1}]})
+        })
+        .collect();
+    let cfg = serde_json::json!({"arrays": arrays, "backend": "cpu",
+                                 "staging_bytes": 4 * 2 * 64 * 64});
+    let multi = ArraysConfig::from_json(&cfg.to_string()).unwrap();
+    let (got, sink) = collector();
+    let mut s = Stream::with_arrays(&multi, Some(sink)).unwrap();
+    let wait = Some(std::time::Duration::from_secs(30));
+    for t in 0..6 {
+        for a in 0..12 {
+            let frame = vec![(a * 16 + t) as u8; 64 * 64];
+            let n = s.write_blocking_to(a, &frame, wait).unwrap();
+            assert_eq!(n, frame.len(), "array {a}, frame {t}: no staging came");
+        }
+    }
+    s.finish().unwrap();
+    // Each array: three epochs, each a shard row of one shard.
+    assert_eq!(got.lock().unwrap().len(), 12 * 3);
+}

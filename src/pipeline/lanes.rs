@@ -64,6 +64,17 @@ pub fn lane_staging(v: &Validated, members: usize) -> (u64, usize) {
     (per_buffer, usize::try_from(buffers).unwrap_or(usize::MAX))
 }
 
+/// Of a lane's staging buffers ([`lane_staging`]), how many fit in its
+/// backend's staging budget: the lane grows past them only while its
+/// arrays hold so many buffers with partial epochs that the rest cannot
+/// keep the pipeline going (see `intake/free.rs`).
+pub fn lane_budget_buffers(v: &Validated, members: usize) -> usize {
+    let (per_buffer, buffers) = lane_staging(v, members);
+    let budget_epochs = v.staging_buffers as u64 * v.epochs_per_buffer;
+    let within = usize::try_from(budget_epochs / per_buffer.max(1)).unwrap_or(usize::MAX);
+    within.clamp(1, buffers)
+}
+
 /// Host staging bytes of a lane beyond what its backend's plan counts.
 pub fn extra_staging_bytes(v: &Validated, members: usize) -> u64 {
     let (per_buffer, buffers) = lane_staging(v, members);

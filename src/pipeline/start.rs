@@ -4,7 +4,7 @@
 
 use super::delivery::DeliveryThread;
 use super::intake::{ArrayIntake, FreeBuffers, Intake, IntakeParts};
-use super::lanes::{extra_staging_bytes, lane_staging, Lanes};
+use super::lanes::{extra_staging_bytes, lane_budget_buffers, lane_staging, Lanes};
 use super::latency;
 use super::pyramid::Pyramid;
 use super::shared::{Shared, SKIPS_QUEUED};
@@ -38,6 +38,8 @@ struct LaneParts {
     buffer_bytes: usize,
     /// The most staging buffers the lane takes.
     buffers: usize,
+    /// Of those, how many fit in the staging budget.
+    budget_buffers: usize,
     /// The first staging buffer; the others come from `more_staging`
     /// on a thread of their own once the stream runs.
     staging: StagingBuffer,
@@ -80,6 +82,7 @@ impl Parts {
                 backend,
                 buffer_bytes,
                 buffers,
+                budget_buffers: lane_budget_buffers(v, members),
                 staging,
                 more_staging: (buffers > 1).then_some(alloc),
             });
@@ -198,7 +201,10 @@ impl Parts {
                     }
                 });
             }
-            free_staging.push(FreeBuffers::new(free_rx, Some(grow_tx), lane.buffers - 1));
+            free_staging.push(
+                FreeBuffers::new(free_rx, Some(grow_tx), lane.buffers - 1)
+                    .with_budget(lane.budget_buffers),
+            );
             free_senders.push(free_tx);
             backends.push(lane.backend);
             all_buffers += lane.buffers;

@@ -8,6 +8,12 @@
 //! holds, so growing never makes `tz_write` wait. A writer the pipeline
 //! keeps up with settles at three buffers (one being filled, one being
 //! compressed, one free ahead); one that outruns it takes the whole budget.
+//! A lane of several arrays may take more than the budget, one buffer per
+//! array and two more (each array may hold a partial epoch while the
+//! others write), but only while its arrays hold so many buffers with
+//! partial epochs that the others could not keep the pipeline going: a
+//! time-lapse whose positions each complete their epochs at a visit stays
+//! within the budget however many positions it has.
 //! Buffers are not given back while the stream lives: an acquisition that
 //! outran the pipeline once is likely to again, and a buffer given back
 //! would cost its page faults a second time.
@@ -28,6 +34,14 @@ pub struct FreeBuffers {
     grow: Option<Sender<()>>,
     /// Buffers that may still be asked for.
     can_grow: usize,
+    /// The stream's buffers within the staging budget, all told (past
+    /// them, growth waits for [`FreeBuffers::set_held`] to allow it).
+    budget: usize,
+    /// Buffers asked for or had so far.
+    had: usize,
+    /// Whether the arrays' partial epochs hold so many buffers that growth
+    /// past the budget is allowed.
+    past_budget: bool,
 }
 
 impl FreeBuffers {
@@ -42,9 +56,26 @@ impl FreeBuffers {
             ahead: None,
             grow,
             can_grow,
+            budget: usize::MAX,
+            had: 1,
+            past_budget: false,
         };
         pool.ask_for_one();
         pool
+    }
+
+    /// The same, growing past `budget` buffers in all only as
+    /// [`FreeBuffers::set_held`] allows.
+    pub fn with_budget(mut self, budget: usize) -> Self {
+        self.budget = budget.max(1);
+        self
+    }
+
+    /// `held` buffers are in the hands of arrays with partial epochs: when
+    /// the budget leaves fewer than two others (one being compressed, one
+    /// being filled), growth past the budget is allowed.
+    pub fn set_held(&mut self, held: usize) {
+        self.past_budget = held.saturating_add(2) > self.budget;
     }
 
     /// A free buffer, without waiting (`None`: none is free now).
@@ -98,12 +129,13 @@ impl FreeBuffers {
     }
 
     fn ask_for_one(&mut self) {
-        if self.can_grow == 0 {
+        if self.can_grow == 0 || (self.had >= self.budget && !self.past_budget) {
             return;
         }
         if let Some(grow) = &self.grow {
             if grow.send(()).is_ok() {
                 self.can_grow -= 1;
+                self.had += 1;
             }
         }
     }
@@ -174,6 +206,35 @@ mod tests {
         assert_eq!(held.len(), 5);
         assert_eq!(allocate(&asked, &free), 0);
         assert!(pool.try_take().ok().flatten().is_none());
+    }
+
+    #[test]
+    fn past_the_budget_only_while_partial_epochs_hold_the_buffers() {
+        let (pool, free, asked) = pool(8);
+        let mut pool = pool.with_budget(3);
+        let mut held = Vec::new();
+        for _ in 0..20 {
+            if let Some(buf) = pool.try_take().ok().flatten() {
+                held.push(buf);
+            }
+            allocate(&asked, &free);
+        }
+        assert_eq!(
+            held.len(),
+            3,
+            "a writer that outruns the pipeline stays in the budget"
+        );
+        // Two arrays hold buffers with partial epochs: one more may come.
+        pool.set_held(2);
+        for _ in 0..20 {
+            if let Some(buf) = pool.try_take().ok().flatten() {
+                held.push(buf);
+                pool.set_held(held.len());
+            }
+            allocate(&asked, &free);
+        }
+        assert_eq!(held.len(), 8, "up to the lane's limit");
+        assert_eq!(allocate(&asked, &free), 0);
     }
 
     #[test]

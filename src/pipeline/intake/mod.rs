@@ -199,7 +199,7 @@ impl Intake {
             return Ok(true);
         }
         let lane = self.cursors[array].plan.lane;
-        match self.free_staging[lane].take_within(wait) {
+        match self.pool(lane).take_within(wait) {
             Ok(Some(buf)) => {
                 self.start_buffer(array, buf);
                 Ok(true)
@@ -286,7 +286,8 @@ impl Intake {
         if tail > 0 {
             // The partial epoch moves to a free buffer of its own.
             let lane = c.plan.lane;
-            let Some(mut next) = self.free_staging[lane]
+            let Some(mut next) = self
+                .pool(lane)
                 .try_take()
                 .map_err(|_| self.pipeline_gone())?
             else {
@@ -363,7 +364,7 @@ impl Intake {
 
     fn take_free_buffer(&mut self, array: usize) -> Result<bool> {
         let lane = self.cursors[array].plan.lane;
-        match self.free_staging[lane].try_take() {
+        match self.pool(lane).try_take() {
             Ok(Some(buf)) => {
                 self.start_buffer(array, buf);
                 Ok(true)
@@ -371,6 +372,22 @@ impl Intake {
             Ok(None) => Ok(false),
             Err(free::Gone) => Err(self.pipeline_gone()),
         }
+    }
+
+    /// Lane `lane`'s free pool, told how many of its buffers the arrays
+    /// hold (with partial epochs, or a reservation).
+    fn pool(&mut self, lane: usize) -> &mut FreeBuffers {
+        let held = self
+            .cursors
+            .iter()
+            .enumerate()
+            .filter(|(a, c)| {
+                c.plan.lane == lane && (c.staging.is_some() || self.leased == Some(*a))
+            })
+            .count();
+        let pool = &mut self.free_staging[lane];
+        pool.set_held(held);
+        pool
     }
 
     fn start_buffer(&mut self, array: usize, buf: StagingBuffer) {
