@@ -10,11 +10,12 @@
 #    error); it fails unless auditwheel finds the wheel consistent with
 #    manylinux_2_17_x86_64 and the extension module links only glibc
 # 2. `pip install dist/*.whl` into a fresh virtual environment, with numpy,
-#    zarr-python and pytest pinned as in scripts/requirements.txt
+#    zarr-python, tensorstore and pytest pinned as in scripts/requirements.txt
 # 3. the pytest suite (python/tests) run from WORK_DIR, outside the source
 #    tree, against the installed wheel
-# 4. the example examples/python/acquire.py: numpy frames into a store that
-#    zarr-python reads back
+# 4. the examples examples/python/acquire.py (numpy frames into a store) and
+#    examples/python/plate.py (a plate's fields, interleaved, into one
+#    store), each read back by zarr-python
 #
 # The wheel is built for the explicit target x86_64-unknown-linux-gnu, in
 # target/x86_64-unknown-linux-gnu/: apart from what cargo builds natively in
@@ -38,7 +39,7 @@ venv="$work/wheel-venv"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 (cd "$work" && "$venv/bin/pip" install --disable-pip-version-check --no-input --quiet \
-    --only-binary=:all: -c "$repo/scripts/requirements.txt" dist/*.whl numpy zarr pytest >&2)
+    --only-binary=:all: -c "$repo/scripts/requirements.txt" dist/*.whl numpy zarr tensorstore pytest >&2)
 
 step "pytest python/tests, against the installed wheel"
 (cd "$work" && TZ_HEADER="$repo/include/tiledzarr.h" "$venv/bin/python" -m pytest -q \
@@ -47,3 +48,7 @@ step "pytest python/tests, against the installed wheel"
 step "examples/python/acquire.py, read back by zarr-python"
 (cd "$work" && "$venv/bin/python" "$repo/examples/python/acquire.py" --frames 96 --size 256 \
     --backend cpu --out "$work/py-acquire.zarr")
+
+step "examples/python/plate.py, a plate of fields read back by zarr-python"
+(cd "$work" && "$venv/bin/python" "$repo/examples/python/plate.py" --passes 3 --size 256 \
+    --backend cpu --out "$work/py-plate.zarr")

@@ -227,11 +227,15 @@ for kind in shared static; do
         wine stream_to_store.exe s.zarr s.raw
         wine callback_sink.exe cb.zarr cb.raw
         wine ome_pyramid.exe ome.zarr ome.raw ome.json
+        mkdir -p positions.raw
+        wine positions.exe positions.zarr positions.raw
         wine acquire_cpp.exe cpp.zarr --frames 48 --fps 400 --width 256 --height 192
     ) >"$work/ds-$kind.log" 2>&1 || { cat "$work/ds-$kind.log" >&2; exit 1; }
     "$PY" tests/readback/check_store.py --store "$bin/s.zarr" --raw "$bin/s.raw" --dtype uint16 --shape 40,300,260
     "$PY" tests/readback/check_store.py --store "$bin/cb.zarr" --raw "$bin/cb.raw" --dtype uint16 --shape 37,300,260
     "$PY" tests/readback/check_ome.py --store "$bin/ome.zarr" --raw "$bin/ome.raw" --config "$bin/ome.json"
+    "$PY" tests/readback/check_arrays.py --store "$bin/positions.zarr" \
+        --config "$bin/positions.raw/config.json" --raw-dir "$bin/positions.raw"
     "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$bin/cpp.zarr"
 done
 

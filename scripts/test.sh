@@ -177,7 +177,7 @@ done
 soname=$(objdump -p "$prefix/lib/libtiledzarr.so.$version")
 grep -q 'SONAME *libtiledzarr.so.0' <<<"$soname"
 
-# Runs the four examples built in $1 and reads their stores back.
+# Runs the five examples built in $1 and reads their stores back.
 run_examples() {
     local bin=$1 out=$2
     "$bin/stream_to_store" "$out/s.zarr" "$out/s.raw"
@@ -188,6 +188,12 @@ run_examples() {
     # level against a NumPy pyramid, the OME-NGFF validator, ome-zarr-py.
     "$bin/ome_pyramid" "$out/ome.zarr" "$out/ome.raw" "$out/ome.json"
     "$PY" tests/readback/check_ome.py --store "$out/ome.zarr" --raw "$out/ome.raw" --config "$out/ome.json"
+    # Positions of a time-lapse as a bioformats2raw collection, through tz_write_to: every
+    # image against its input, the collection's groups, the OME-NGFF validators.
+    mkdir -p "$out/positions.raw"
+    "$bin/positions" "$out/positions.zarr" "$out/positions.raw"
+    "$PY" tests/readback/check_arrays.py --store "$out/positions.zarr" \
+        --config "$out/positions.raw/config.json" --raw-dir "$out/positions.raw"
     "$bin/acquire_cpp" "$out/cpp.zarr" --frames 48 --fps 400 --width 256 --height 192
     "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$out/cpp.zarr"
 }

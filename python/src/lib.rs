@@ -2,6 +2,7 @@
 //! `ffi` is the C binding over it. The public Python API is the package
 //! `tiledzarr` (python/tiledzarr), which wraps this module.
 
+mod arrays;
 mod buffer;
 mod errors;
 mod sink;
@@ -9,6 +10,7 @@ mod stream;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use tiledzarr::config::StreamConfig;
 use tiledzarr::Error;
 
 /// The memory a stream of this configuration would take and its backend,
@@ -16,9 +18,8 @@ use tiledzarr::Error;
 #[pyfunction]
 fn estimate_memory<'py>(py: Python<'py>, config_json: &str) -> PyResult<Bound<'py, PyDict>> {
     let plan = py.detach(|| -> tiledzarr::Result<_> {
-        let config = tiledzarr::Config::from_json(config_json).map_err(Error::from)?;
-        let v = config.validate()?;
-        tiledzarr::backend::estimate(&v)
+        let config = StreamConfig::from_json(config_json).map_err(Error::from)?;
+        tiledzarr::pipeline::estimate(&config.validate()?)
     });
     let (kind, plan) = plan.map_err(|e| errors::to_py(&e, None))?;
     let d = PyDict::new(py);

@@ -44,13 +44,24 @@ pub struct PyShard {
     /// every shard without a pyramid), k for the array at `<store>/<k>`.
     #[pyo3(get)]
     level: u32,
+    /// The index of the shard's array in the configuration's `arrays` (0
+    /// in a stream of one array).
+    #[pyo3(get)]
+    array: u32,
+    /// The key of the shard's array (`""`: the only array, at the root).
+    #[pyo3(get)]
+    key: String,
 }
 
 #[pymethods]
 impl PyShard {
     fn __repr__(&self, py: Python<'_>) -> String {
+        let array = match self.key.as_str() {
+            "" => String::new(),
+            key => format!("key={key:?}, "),
+        };
         format!(
-            "Shard(level={}, coord={}, index_at_start={})",
+            "Shard({array}level={}, coord={}, index_at_start={})",
             self.level,
             self.coord
                 .bind(py)
@@ -67,6 +78,8 @@ pub struct PySink {
     pub callable: Py<PyAny>,
     pub stream_id: u64,
     pub raised: Arc<Mutex<Option<PyErr>>>,
+    /// The arrays' keys, in the order of their indexes.
+    pub keys: Vec<String>,
 }
 
 /// A read-only memoryview of `bytes`, which must outlive every use of it:
@@ -107,6 +120,12 @@ impl PySink {
             index: index.clone().unbind(),
             index_at_start: shard.index_at_start,
             level: shard.level,
+            array: shard.array,
+            key: self
+                .keys
+                .get(shard.array as usize)
+                .cloned()
+                .unwrap_or_default(),
         };
         let result = self.callable.bind(py).call1((arg,)).map(|_| ());
         // Released whatever the call did, before the memory goes back.

@@ -2,7 +2,8 @@
 //! with the GIL released around everything that can wait or copy a lot.
 //! The Python class `tiledzarr.Stream` wraps it.
 
-use crate::buffer::{Buffer, Kind};
+use crate::arrays::{ArrayInfo, Arrays};
+use crate::buffer::Buffer;
 use crate::errors;
 use crate::sink::{in_sink, PySink};
 use parking_lot::Mutex;
@@ -11,9 +12,10 @@ use pyo3::types::PyDict;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tiledzarr::config::StreamConfig;
 use tiledzarr::pipeline::{Stage, StreamStats};
 use tiledzarr::sink::ShardSink;
-use tiledzarr::{Config, DType, Error, Stream};
+use tiledzarr::{Error, Stream};
 
 /// Writes at least this large release the GIL while they copy; smaller
 /// ones keep it (releasing and taking it back costs more than the copy
@@ -34,15 +36,12 @@ pub struct PyStream {
     raised: Arc<Mutex<Option<PyErr>>>,
     flushed: AtomicBool,
     config_json: String,
-    dtype: DType,
-    /// The shape of one plane (a frame): the sizes of dimensions 1 and up.
-    plane_shape: Vec<u64>,
-    /// Bytes the array holds (`None`: unbounded).
-    capacity: Option<u64>,
+    /// What `key=` names and what `append` checks frames against.
+    arrays: Arrays,
 }
 
-fn config_from_json(json: &str) -> PyResult<Config> {
-    Config::from_json(json).map_err(|e| errors::to_py(&Error::from(e), None))
+fn config_from_json(json: &str) -> PyResult<StreamConfig> {
+    StreamConfig::from_json(json).map_err(|e| errors::to_py(&Error::from(e), None))
 }
 
 /// Zero-copy access to a C-contiguous buffer, or an InvalidArgumentError
@@ -63,33 +62,6 @@ fn contiguous(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Buffer> {
         )));
     }
     Ok(buf)
-}
-
-/// The dtype name of a buffer's elements, as numpy spells it.
-fn element_name(kind: Kind, size: usize, format: &str) -> String {
-    let d = DType::ALL.into_iter().find(|d| {
-        d.size() == size
-            && match kind {
-                Kind::Float => d.is_float(),
-                Kind::Signed => d.is_signed(),
-                Kind::Unsigned => !d.is_float() && !d.is_signed(),
-                Kind::Other => false,
-            }
-    });
-    match d {
-        Some(d) => d.name().to_string(),
-        None => format!("format {format:?}, {size} bytes per item"),
-    }
-}
-
-fn shape_str(s: &[u64]) -> String {
-    match s {
-        [n] => format!("({n},)"),
-        _ => format!(
-            "({})",
-            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-        ),
-    }
 }
 
 impl PyStream {
@@ -133,28 +105,24 @@ impl PyStream {
         })
     }
 
-    /// Blocking write of `buf` with the timeout in seconds (`None`: none).
+    /// Blocking write of `buf` to array `index` with the timeout in seconds
+    /// (`None`: none).
     fn write_blocking(
         &self,
         py: Python<'_>,
         what: &str,
+        (index, array): (usize, &ArrayInfo),
         buf: &Buffer,
         timeout: Option<f64>,
     ) -> PyResult<usize> {
-        let limit = match timeout {
-            Some(t) if !(t >= 0.0 && t.is_finite()) => {
-                return Err(errors::invalid_argument(format!(
-                    "timeout must be a non-negative number of seconds or None, not {t}"
-                )))
-            }
-            // Seconds past what a Duration holds (1e300) wait without a
-            // limit, as None does.
-            t => t.and_then(|t| Duration::try_from_secs_f64(t).ok()),
-        };
+        let limit = seconds(timeout)?;
         let bytes = buf.bytes();
-        let n = self.detached(py, what, |s| s.write_blocking(bytes, limit))?;
-        let at_end = self.capacity == Some(self.stats.snapshot().bytes_in);
-        if n < bytes.len() && !at_end {
+        let n = self.detached(py, what, |s| {
+            let n = s.write_blocking_to(index, bytes, limit)?;
+            array.took(n);
+            Ok(n)
+        })?;
+        if n < bytes.len() && !array.is_full() {
             let err = errors::new(
                 "WriteTimeoutError",
                 format!(
@@ -168,6 +136,18 @@ impl PyStream {
             return Err(err);
         }
         Ok(n)
+    }
+}
+
+/// A timeout in seconds as a limit (`None`: none).
+fn seconds(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        Some(t) if !(t >= 0.0 && t.is_finite()) => Err(errors::invalid_argument(format!(
+            "timeout must be a non-negative number of seconds or None, not {t}"
+        ))),
+        // Seconds past what a Duration holds (1e300) wait without a limit,
+        // as None does.
+        t => Ok(t.and_then(|t| Duration::try_from_secs_f64(t).ok())),
     }
 }
 
@@ -186,121 +166,145 @@ impl PyStream {
         let config = config_from_json(config_json)?;
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let raised = Arc::new(Mutex::new(None));
+        let keys = match &config {
+            StreamConfig::One(_) => vec![String::new()],
+            StreamConfig::Many(m) => m.arrays.iter().map(|a| a.key.clone()).collect(),
+        };
         let sink = sink.map(|callable| {
             Box::new(PySink {
                 callable,
                 stream_id: id,
                 raised: raised.clone(),
+                keys,
             }) as Box<dyn ShardSink>
         });
         // Creating a stream allocates its staging memory and may set up a
         // GPU: seconds, with the GIL released.
         let stream = py
-            .detach(|| Stream::new(&config, sink))
+            .detach(|| Stream::create(&config, sink))
             .map_err(|e| errors::to_py(&e, None))?;
-        // A frame as it arrives: the acquisition order of `dimensions`
-        // (the layout is in the storage order).
-        let plane_shape = config.dimensions[1..].iter().map(|d| d.size).collect();
-        let capacity = stream.config().layout.array_bytes();
-        let config_json = stream.config().config.to_json();
+        let config_json = match &config {
+            StreamConfig::One(_) => stream.config().config.to_json(),
+            StreamConfig::Many(m) => m.to_json(),
+        };
         Ok(PyStream {
+            arrays: Arrays::of(stream.plan()),
             id,
             stats: stream.stats(),
             inner: Mutex::new(Some(stream)),
             raised,
             flushed: AtomicBool::new(false),
             config_json,
-            dtype: config.dtype,
-            plane_shape,
-            capacity,
         })
     }
 
-    /// Copies what fits of `data` into free staging memory without waiting;
-    /// returns the bytes taken (0: busy).
-    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+    /// Copies what fits of `data` into free staging memory of array `key`
+    /// (`None`: the first) without waiting; returns the bytes taken (0:
+    /// busy).
+    #[pyo3(signature = (data, key=None))]
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, key: Option<&str>) -> PyResult<usize> {
         self.check_caller("write")?;
+        let (index, array) = self.arrays.get(key)?;
         let buf = contiguous(data, "data")?;
         let bytes = buf.bytes();
         if bytes.len() < LARGE_WRITE {
             if let Some(mut guard) = self.inner.try_lock() {
                 let s = guard.as_mut().ok_or_else(closed)?;
-                return s.try_write(bytes).map_err(|e| self.error(py, e));
+                let n = s
+                    .try_write_to(index, bytes)
+                    .map_err(|e| self.error(py, e))?;
+                array.took(n);
+                return Ok(n);
             }
         }
-        self.detached(py, "write", |s| s.try_write(bytes))
+        self.detached(py, "write", |s| {
+            let n = s.try_write_to(index, bytes)?;
+            array.took(n);
+            Ok(n)
+        })
     }
 
-    /// Writes all of `data`, waiting for staging memory, at most `timeout`
-    /// seconds.
-    #[pyo3(signature = (data, timeout=None))]
+    /// Writes all of `data` to array `key` (`None`: the first), waiting for
+    /// staging memory, at most `timeout` seconds.
+    #[pyo3(signature = (data, timeout=None, key=None))]
     fn write_all(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         timeout: Option<f64>,
+        key: Option<&str>,
     ) -> PyResult<usize> {
         self.check_caller("write_all")?;
+        let target = self.arrays.get(key)?;
         let buf = contiguous(data, "data")?;
-        self.write_blocking(py, "write_all", &buf, timeout)
+        self.write_blocking(py, "write_all", target, &buf, timeout)
     }
 
-    /// Writes one frame (or a stack of frames) after checking its dtype and
-    /// shape, waiting until it is taken.
-    #[pyo3(signature = (frame, timeout=None))]
+    /// Writes one frame (or a stack of frames) to array `key` (`None`: the
+    /// first) after checking its dtype and shape against that array's,
+    /// waiting until it is taken.
+    #[pyo3(signature = (frame, timeout=None, key=None))]
     fn append(
         &self,
         py: Python<'_>,
         frame: &Bound<'_, PyAny>,
         timeout: Option<f64>,
+        key: Option<&str>,
     ) -> PyResult<()> {
         self.check_caller("append")?;
+        let target = self.arrays.get(key)?;
         let buf = contiguous(frame, "frame")?;
-        let (kind, little) = buf.element();
-        let want_kind = if self.dtype.is_float() {
-            Kind::Float
-        } else if self.dtype.is_signed() {
-            Kind::Signed
-        } else {
-            Kind::Unsigned
-        };
-        if kind != want_kind || buf.itemsize() != self.dtype.size() || !little {
-            let name = element_name(kind, buf.itemsize(), &buf.format());
-            let order = if little { "" } else { " big-endian" };
-            return Err(errors::invalid_argument(format!(
-                "frame dtype is{order} {name}, the stream's is {}: convert it with \
-                 frame.astype(numpy.{})",
-                self.dtype, self.dtype
-            )));
-        }
-        let shape = buf.shape();
-        let plane = &self.plane_shape;
-        let fits = shape == *plane || (shape.len() == plane.len() + 1 && shape[1..] == plane[..]);
-        if !fits {
-            let mut stack = vec![0];
-            stack.extend(plane);
-            return Err(errors::invalid_argument(format!(
-                "frame shape {} does not match the stream's frame shape {} (or {} for n \
-                 frames)",
-                shape_str(&shape),
-                shape_str(plane),
-                shape_str(&stack).replacen('0', "n", 1)
-            )));
-        }
-        let len = buf.bytes().len() as u64;
-        if let Some(cap) = self.capacity {
-            let written = self.stats.snapshot().bytes_in;
-            if written + len > cap {
-                return Err(errors::new(
-                    "ArrayOverflowError",
-                    format!(
-                        "the frame would go past the end of the array ({cap} bytes, \
-                         {written} written, the frame {len}): nothing of it was written"
-                    ),
-                ));
+        target.1.check_frame(&buf)?;
+        target.1.check_room(buf.bytes().len() as u64)?;
+        self.write_blocking(py, "append", target, &buf, timeout)?;
+        Ok(())
+    }
+    /// Advances array `key` (`None`: the first) by `frames` frames without
+    /// data (frames the camera dropped), waiting until they are taken, at
+    /// most `timeout` seconds.
+    #[pyo3(signature = (frames=1, timeout=None, key=None))]
+    fn skip(
+        &self,
+        py: Python<'_>,
+        frames: u64,
+        timeout: Option<f64>,
+        key: Option<&str>,
+    ) -> PyResult<()> {
+        self.check_caller("skip")?;
+        let (index, array) = self.arrays.get(key)?;
+        let len = frames
+            .checked_mul(array.plane_bytes())
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| errors::invalid_argument(format!("{frames} frames is too many")))?;
+        array.check_room(len as u64)?;
+        let limit = seconds(timeout)?;
+        let deadline = limit.and_then(|t| std::time::Instant::now().checked_add(t));
+        let done = self.detached(py, "skip", |s| {
+            let mut done = 0;
+            while done < len && deadline.is_none_or(|d| std::time::Instant::now() < d) {
+                let n = s.skip_to(index, len - done)?;
+                array.took(n);
+                done += n;
+                if n == 0 {
+                    // Staging memory is busy: the pipeline hands it back.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
+            Ok(done)
+        })?;
+        if done < len {
+            let err = errors::new(
+                "WriteTimeoutError",
+                format!(
+                    "skip timed out after {} s with {} of {frames} frames skipped",
+                    timeout.unwrap_or_default(),
+                    done as u64 / array.plane_bytes().max(1)
+                ),
+            );
+            err.value(py).setattr("bytes_written", done)?;
+            return Err(err);
         }
-        self.write_blocking(py, "append", &buf, timeout)?;
         Ok(())
     }
 
@@ -346,14 +350,23 @@ impl PyStream {
         &self.config_json
     }
 
+    /// The keys of the arrays, in the order of the configuration's
+    /// `arrays` (`[""]`: one array at the store's root).
     #[getter]
-    fn dtype(&self) -> &'static str {
-        self.dtype.name()
+    fn array_keys(&self) -> Vec<String> {
+        self.arrays.keys()
     }
 
-    #[getter]
-    fn frame_shape(&self) -> Vec<u64> {
-        self.plane_shape.clone()
+    /// The element type of array `key` (`None`: the first).
+    #[pyo3(signature = (key=None))]
+    fn dtype(&self, key: Option<&str>) -> PyResult<&'static str> {
+        Ok(self.arrays.get(key)?.1.dtype.name())
+    }
+
+    /// The frame shape of array `key` (`None`: the first).
+    #[pyo3(signature = (key=None))]
+    fn frame_shape(&self, key: Option<&str>) -> PyResult<Vec<u64>> {
+        Ok(self.arrays.get(key)?.1.plane_shape.clone())
     }
 
     /// The counters, as a dict; never waits.

@@ -237,7 +237,8 @@ def _close_open_streams() -> None:
 
 
 class Stream:
-    """A stream of raw row-major frames into a sharded Zarr v3 array.
+    """A stream of raw row-major frames into a sharded Zarr v3 array, or
+    into several arrays (positions, a plate's fields, cameras) at once.
 
     ``Stream(config, *, sink=None)`` or ``Stream(sink=None, **config)``:
     the configuration is a dict, a JSON string, or keyword arguments, in
@@ -291,11 +292,25 @@ class Stream:
         channel, space, other), ``unit`` (``"micrometer"``, ``"second"``,
         ...), ``scale``, ``translation`` and ``downsample``.
 
+    ``arrays``, ``collection``, ``plate``
+        Several arrays in one stream: ``arrays`` lists each array's
+        ``key`` (where it lies in the store, such as ``"A/1/0"``) with its
+        own ``dtype``, ``dimensions``, ``codec``, ``storage_order``,
+        ``multiscale``, ``ome`` and ``attributes``; the other keys above
+        are shared. ``"collection": "bioformats2raw"`` makes the arrays the
+        images of an OME collection, ``"plate": {"rows": [...], "columns":
+        [...], "wells": [{"row", "column", "fields": [keys]}]}`` the fields
+        of a plate's wells. Frames go to an array by its key:
+        ``append(frame, key="A/1/0")``; frames of different arrays may
+        interleave in any order. See the guide's chapter "Several images
+        in one stream".
+
     Unknown keys and wrong types raise ConfigError naming the field.
 
     ``sink``, optional, is a callable that receives every complete shard as
     a :class:`Shard` (``coord``, ``data``, ``index``, ``index_at_start``,
-    and ``level``, the pyramid level: 0 without a pyramid), one call at a
+    ``level``, the pyramid level: 0 without a pyramid, and ``array`` and
+    ``key``, the array's index and key in ``arrays``), one call at a
     time, on a library thread (it takes the GIL for the call). ``data`` and ``index`` are read-only memoryviews of the library's
     memory, valid during the call only: they are released when it returns
     (copy with ``bytes(shard.data)`` to keep them). An exception raised by
@@ -330,31 +345,49 @@ class Stream:
         self._native = _native.Stream(_config_json(config, kwargs), sink)
         _open_streams.add(self)
 
-    def write(self, data: Any) -> int:
+    def write(self, data: Any, *, key: Optional[str] = None) -> int:
         """Copies as much of ``data`` (any C-contiguous buffer: a numpy
         array, bytes, a memoryview) as free staging memory takes, without
         waiting, and returns the bytes taken: 0 means busy, call again. The
         stream is a byte stream: a write may end mid-frame and the next one
-        continues it. No dtype or shape check (see ``append``)."""
-        return self._native.write(data)
+        continues it. No dtype or shape check (see ``append``). ``key``
+        names the array written to (None: the first; an unknown key raises
+        InvalidArgumentError listing the keys)."""
+        return self._native.write(data, key)
 
-    def write_all(self, data: Any, timeout: Optional[float] = None) -> int:
+    def write_all(
+        self, data: Any, timeout: Optional[float] = None, *, key: Optional[str] = None
+    ) -> int:
         """Writes all of ``data``, waiting for staging memory as needed, and
         returns the bytes taken: ``len`` of the data, or fewer when the end
         of a bounded array came first (the next write then raises
         ArrayOverflowError). ``timeout`` in seconds (None: no limit); when
         it passes, WriteTimeoutError says how many bytes were taken. The GIL
-        is released meanwhile."""
-        return self._native.write_all(data, timeout)
+        is released meanwhile. ``key`` names the array, as for ``write``."""
+        return self._native.write_all(data, timeout, key)
 
-    def append(self, frame: Any, timeout: Optional[float] = None) -> None:
+    def append(
+        self, frame: Any, timeout: Optional[float] = None, *, key: Optional[str] = None
+    ) -> None:
         """Writes one frame, or a stack of frames (shape ``(n, *frame
-        shape)``), after checking its dtype and shape against the
-        configuration; waits until it is taken (at most ``timeout`` seconds:
-        WriteTimeoutError). A frame that would go past the end of a bounded
-        array is refused whole (ArrayOverflowError). The GIL is released
-        while it waits and copies."""
-        self._native.append(frame, timeout)
+        shape)``), to the array ``key`` names (None: the first) after
+        checking its dtype and shape against that array's; waits until it
+        is taken (at most ``timeout`` seconds: WriteTimeoutError). A frame
+        that would go past the end of a bounded array is refused whole
+        (ArrayOverflowError). An unknown key raises InvalidArgumentError
+        listing the keys. The GIL is released while it waits and copies."""
+        self._native.append(frame, timeout, key)
+
+    def skip(
+        self, frames: int = 1, timeout: Optional[float] = None, *, key: Optional[str] = None
+    ) -> None:
+        """Advances the array ``key`` names (None: the first) by ``frames``
+        frames without data, for frames the camera dropped: they read as
+        the fill value (0). Frames that fill whole chunks cost no copy and
+        no compression. Waits until taken (at most ``timeout`` seconds:
+        WriteTimeoutError); past the end of a bounded array it raises
+        ArrayOverflowError and skips nothing."""
+        self._native.skip(frames, timeout, key)
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Replaces the user's attributes (the configuration's
@@ -364,8 +397,9 @@ class Stream:
         array's ``zarr.json`` without OME) at its next metadata update and
         at the flush. Callable until the flush; FinishedError after it.
         ConfigError when they are not a JSON object or hold the key
-        ``"ome"``; InvalidArgumentError when they cannot be serialised. The
-        attributes are unchanged on error."""
+        ``"ome"``; InvalidArgumentError when they cannot be serialised, and
+        on a stream of several arrays (each array's attributes come with its
+        configuration). The attributes are unchanged on error."""
         try:
             text = json.dumps(attributes, default=_json_value, allow_nan=False)
         except (TypeError, ValueError) as e:
@@ -398,14 +432,31 @@ class Stream:
         return json.loads(self._native.config_json)
 
     @property
+    def array_keys(self) -> list[str]:
+        """The arrays' keys, in the order of the configuration's ``arrays``
+        (``[""]`` for a configuration without ``arrays``: one array at the
+        store's root)."""
+        return self._native.array_keys
+
+    @property
     def dtype(self) -> str:
-        """The element type, as numpy names it."""
-        return self._native.dtype
+        """The element type, as numpy names it (of the first array; see
+        ``dtype_of``)."""
+        return self._native.dtype(None)
 
     @property
     def frame_shape(self) -> tuple[int, ...]:
-        """The shape of one frame: the sizes of dimensions 1 and up."""
-        return tuple(self._native.frame_shape)
+        """The shape of one frame: the sizes of dimensions 1 and up (of the
+        first array; see ``frame_shape_of``)."""
+        return tuple(self._native.frame_shape(None))
+
+    def dtype_of(self, key: Optional[str] = None) -> str:
+        """The element type of the array ``key`` names (None: the first)."""
+        return self._native.dtype(key)
+
+    def frame_shape_of(self, key: Optional[str] = None) -> tuple[int, ...]:
+        """The frame shape of the array ``key`` names (None: the first)."""
+        return tuple(self._native.frame_shape(key))
 
     @property
     def closed(self) -> bool:
@@ -427,7 +478,10 @@ class Stream:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "flushed" if self.flushed else "open"
-        return (
-            f"<tiledzarr.Stream {self.dtype} frame {self.frame_shape} "
-            f"backend {self._native.metrics()['backend']} {state}>"
+        keys = self.array_keys
+        what = (
+            f"{self.dtype} frame {self.frame_shape}"
+            if keys == [""]
+            else f"{len(keys)} arrays"
         )
+        return f"<tiledzarr.Stream {what} backend {self._native.metrics()['backend']} {state}>"

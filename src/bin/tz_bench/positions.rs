@@ -7,7 +7,8 @@
 //!
 //! What it reports, best of `--reps` after one untimed warm-up each: ingest
 //! (first write to the end of `finish`), stream creation, the device and
-//! page-locked bytes the GPU backend held after the flush, and the memory
+//! page-locked bytes the GPU backend held after the flush, the growth of
+//! the process's resident memory over the stream's life, and the memory
 //! plan (`tz_estimate_memory_json`) of the N-array stream beside that of
 //! one position alone.
 
@@ -81,6 +82,7 @@ struct Rep {
     create_seconds: f64,
     device_bytes: u64,
     pinned_bytes: u64,
+    rss_growth_bytes: Option<u64>,
 }
 
 /// One stream of the positions: `times` time points of every position.
@@ -90,6 +92,7 @@ fn run_positions(
     n: usize,
     times: u64,
 ) -> Result<Rep, String> {
+    let rss_before = stream::resident_bytes();
     let t = Instant::now();
     let mut s = Stream::create(config, Some(Box::new(Discard))).map_err(|e| e.to_string())?;
     let create_seconds = t.elapsed().as_secs_f64();
@@ -107,12 +110,16 @@ fn run_positions(
     s.finish().map_err(|e| format!("finishing: {e}"))?;
     let seconds = start.elapsed().as_secs_f64();
     let (device_bytes, pinned_bytes) = tiledzarr::backend::cuda::allocated();
+    let rss_growth_bytes = rss_before
+        .zip(stream::resident_bytes())
+        .map(|(before, after)| after.saturating_sub(before));
     drop(s);
     Ok(Rep {
         seconds,
         create_seconds,
         device_bytes,
         pinned_bytes,
+        rss_growth_bytes,
     })
 }
 
@@ -123,7 +130,8 @@ fn best(reps: &[Rep]) -> Value {
            "create_seconds": by(|r| r.create_seconds),
            "create_seconds_all": reps.iter().map(|r| r.create_seconds).collect::<Vec<_>>(),
            "device_bytes": reps.iter().map(|r| r.device_bytes).max(),
-           "pinned_bytes": reps.iter().map(|r| r.pinned_bytes).max()})
+           "pinned_bytes": reps.iter().map(|r| r.pinned_bytes).max(),
+           "rss_growth_bytes": reps.iter().filter_map(|r| r.rss_growth_bytes).max()})
 }
 
 pub fn bench(o: &Options, n: usize) -> Result<(), String> {
@@ -179,6 +187,7 @@ pub fn bench(o: &Options, n: usize) -> Result<(), String> {
                 create_seconds: s.lifecycle.create_seconds,
                 device_bytes: s.lifecycle.device_bytes,
                 pinned_bytes: s.lifecycle.pinned_bytes,
+                rss_growth_bytes: s.lifecycle.rss_growth_bytes,
             });
         }
     }

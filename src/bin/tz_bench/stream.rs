@@ -29,6 +29,18 @@ pub struct Lifecycle {
     /// next stream excluded), 0 on the CPU.
     pub device_bytes: u64,
     pub pinned_bytes: u64,
+    /// How much the process's resident memory grew from before the
+    /// stream's creation to the end of its flush (the stream's staging,
+    /// shard state and threads, as the system counts them; Linux only).
+    pub rss_growth_bytes: Option<u64>,
+}
+
+/// The process's resident bytes (`VmRSS`), where the system tells.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Where the shards of a run go.
@@ -58,6 +70,7 @@ pub fn run(
             None
         }
     };
+    let rss_before = resident_bytes();
     let t = Instant::now();
     let mut stream = Stream::new(&config, sink).map_err(|e| format!("creating the stream: {e}"))?;
     let create_seconds = t.elapsed().as_secs_f64();
@@ -99,6 +112,9 @@ pub fn run(
         .map_err(|e| format!("finishing the stream: {e}"))?;
     let seconds = start.elapsed().as_secs_f64();
     let (device_bytes, pinned_bytes) = tiledzarr::backend::cuda::allocated();
+    let rss_growth_bytes = rss_before
+        .zip(resident_bytes())
+        .map(|(before, after)| after.saturating_sub(before));
     let t = Instant::now();
     drop(stream);
     let destroy_seconds = t.elapsed().as_secs_f64();
@@ -111,6 +127,7 @@ pub fn run(
             destroy_seconds,
             device_bytes,
             pinned_bytes,
+            rss_growth_bytes,
         },
     })
 }
