@@ -842,6 +842,20 @@ int64_t tz_write_all_to(struct tz_stream *s,
 int64_t tz_skip(struct tz_stream *s, uint32_t array, uint64_t nbytes);
 
 /**
+ * Records `json`, a NUL-terminated JSON object (a time stamp, a stage
+ * position, an exposure...), as frame `frame`'s metadata of array
+ * `array`: the index along the first dimension, from 0, of a frame
+ * already written or skipped. The array's configuration asks for it
+ * (`"frame_metadata": {"max_bytes": N}`, an OME image, a store); it lands
+ * in the image's `frame_metadata` array with its frames' shard rows.
+ * `TZ_ERR_INVALID_ARGUMENT` (the stream goes on) for an array without it,
+ * a frame not written yet, text that is not a JSON object or is longer
+ * than `max_bytes`, or a frame whose shard row was handed on with the
+ * next row's frames. Since 0.7.
+ */
+int32_t tz_frame_metadata(struct tz_stream *s, uint32_t array, uint64_t frame, const char *json);
+
+/**
  * The index of the array whose key is `key` (as in the configuration's
  * `arrays`), in `*index`. TZ_ERR_INVALID_ARGUMENT, naming the stream's
  * keys, when no array has it; a stream of one array has the key "".

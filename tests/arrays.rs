@@ -231,6 +231,9 @@ fn fixtures() -> Vec<Fixture> {
         if i == 1 {
             a["multiscale"] = serde_json::json!({"levels": 2});
         }
+        if i == 0 {
+            a["frame_metadata"] = serde_json::json!({"max_bytes": 96});
+        }
         arrays.push(a);
     }
     let mut writes = Vec::new();
@@ -252,8 +255,12 @@ fn fixtures() -> Vec<Fixture> {
     let arrays: Vec<_> = fields
         .iter()
         .map(|k| {
-            serde_json::json!({"key": k, "dtype": "uint16", "dimensions": dims(3, 1, &yx),
-                                    "codec": {"name": "blosc", "cname": "lz4", "level": 5}})
+            let mut a = serde_json::json!({"key": k, "dtype": "uint16", "dimensions": dims(3, 1, &yx),
+                                    "codec": {"name": "blosc", "cname": "lz4", "level": 5}});
+            if *k == "A/1/0" {
+                a["frame_metadata"] = serde_json::json!({"max_bytes": 128});
+            }
+            a
         })
         .collect();
     let mut writes = Vec::new();
@@ -304,6 +311,19 @@ fn fixtures() -> Vec<Fixture> {
     vec![collection, plate, cameras]
 }
 
+/// The calling thread's last error message.
+fn last_error() -> String {
+    let p = tz_last_error();
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: tz_last_error returns a NUL-terminated string (not NULL:
+    // checked) that lives until the thread's next call.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn frame_bytes(array: &serde_json::Value) -> usize {
     let elem = if array["dtype"] == "uint8" { 1 } else { 2 };
     array["dimensions"].as_array().unwrap()[1..]
@@ -331,6 +351,8 @@ fn write_fixture(f: &Fixture, dir: &Path) -> String {
     );
     let arrays = config["arrays"].as_array().unwrap();
     let mut raws: Vec<Vec<u8>> = vec![Vec::new(); arrays.len()];
+    // Each frame's metadata where its array keeps it (null: none given).
+    let mut metadata: Vec<Vec<serde_json::Value>> = vec![Vec::new(); arrays.len()];
     for (key, frames, skipped) in &f.writes {
         let key_c = CString::new(key.as_str()).unwrap();
         let mut index = u32::MAX;
@@ -361,11 +383,31 @@ fn write_fixture(f: &Fixture, dir: &Path) -> String {
         };
         assert_eq!(written, n as i64, "{}: {key}", f.name);
         raws[i].extend_from_slice(&data);
+        if arrays[i].get("frame_metadata").is_some() {
+            for _ in 0..*frames {
+                let frame = metadata[i].len() as u64;
+                // A dropped frame gets metadata too: when it was due.
+                let m = serde_json::json!({"frame": frame, "time_s": frame as f64 * 0.25,
+                                           "stage": {"x_um": 10.5, "y_um": -3.0}, "dropped": skipped});
+                let text = CString::new(m.to_string()).unwrap();
+                let status = tz_frame_metadata(s, index, frame, text.as_ptr());
+                assert_eq!(status, 0, "{}: {key}: {}", f.name, last_error());
+                metadata[i].push(m);
+            }
+        }
     }
     assert_eq!(tz_flush(s), 0, "{}", f.name);
     tz_destroy(s);
     for (i, raw) in raws.iter().enumerate() {
         std::fs::write(raw_dir.join(format!("{i}.raw")), raw).unwrap();
+        if !metadata[i].is_empty() {
+            let path = raw_dir.join(format!("{i}.frame_metadata.json"));
+            std::fs::write(
+                path,
+                serde_json::Value::from(metadata[i].clone()).to_string(),
+            )
+            .unwrap();
+        }
     }
     format!(
         "{}\t{}\t{}",
@@ -496,4 +538,83 @@ fn arrays_holding_partial_epochs_get_staging_past_the_budget() {
     s.finish().unwrap();
     // Each array: three epochs, each a shard row of one shard.
     assert_eq!(got.lock().unwrap().len(), 12 * 3);
+}
+
+#[test]
+fn frame_metadata_that_cannot_be_kept_is_refused_and_the_stream_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let array = |key: &str, metadata: Option<u32>, ome: bool| {
+        let mut a = serde_json::json!({"key": key, "dtype": "uint8", "ome": ome, "dimensions": [
+            {"name": "t", "size": 0, "tile": 2, "tiles_per_shard": 1},
+            {"name": "y", "size": 16, "tile": 16, "tiles_per_shard": 1},
+            {"name": "x", "size": 16, "tile": 16, "tiles_per_shard": 1}]});
+        if let Some(m) = metadata {
+            a["frame_metadata"] = serde_json::json!({"max_bytes": m});
+        }
+        a
+    };
+    let create = |arrays: Vec<serde_json::Value>, store: bool| {
+        let mut cfg = serde_json::json!({"arrays": arrays, "backend": "cpu"});
+        if store {
+            cfg["store"] =
+                serde_json::json!({"path": tmp.path().join("s.zarr"), "overwrite": true});
+        }
+        let config = StreamConfig::from_json(&cfg.to_string()).map_err(|e| e.to_string())?;
+        Stream::create(&config, Some(collector().1)).map_err(|e| e.to_string())
+    };
+    // Refused at create: where it cannot go.
+    let e = create(vec![array("a", Some(64), false)], true)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("frame_metadata") && e.contains("OME image"),
+        "{e}"
+    );
+    let e = create(vec![array("a", Some(0), true)], true).err().unwrap();
+    assert!(e.contains("frame_metadata.max_bytes"), "{e}");
+    let e = create(vec![array("a", Some(64), true)], false)
+        .err()
+        .unwrap();
+    assert!(e.contains("store"), "{e}");
+
+    let mut s = create(
+        vec![array("a", Some(64), true), array("b", None, true)],
+        true,
+    )
+    .unwrap();
+    let frame = vec![7u8; 256];
+    s.write_blocking_to(0, &frame, None).unwrap();
+    s.frame_metadata(0, 0, r#"{"t": 0.5}"#).unwrap();
+    let refused = |e: tiledzarr::Error, what: &str| {
+        assert!(matches!(e, tiledzarr::Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains(what), "{e}");
+    };
+    refused(s.frame_metadata(0, 1, "{}").unwrap_err(), "never written");
+    refused(s.frame_metadata(0, 0, "[1, 2]").unwrap_err(), "JSON object");
+    refused(s.frame_metadata(0, 0, "{oops").unwrap_err(), "not JSON");
+    let long = format!(r#"{{"note": "{}"}}"#, "x".repeat(64));
+    refused(s.frame_metadata(0, 0, &long).unwrap_err(), "max_bytes");
+    s.write_blocking_to(1, &frame, None).unwrap();
+    refused(
+        s.frame_metadata(1, 0, "{}").unwrap_err(),
+        "keeps no per-frame metadata",
+    );
+    refused(s.frame_metadata(2, 0, "{}").unwrap_err(), "does not exist");
+    // Rows of two frames (one epoch each): the batch of frames 2 and 3
+    // hands row 0 on; frames 4 to 6 wait in a buffer of two epochs.
+    for _ in 0..5 {
+        s.write_blocking_to(0, &frame, None).unwrap();
+    }
+    refused(s.frame_metadata(0, 1, "{}").unwrap_err(), "too late");
+    s.frame_metadata(0, 5, r#"{"t": 5}"#).unwrap();
+    s.finish().unwrap();
+    let rows = std::fs::read(tmp.path().join("s.zarr/a/frame_metadata/c/0/0")).unwrap();
+    assert_eq!(&rows[..10], b"{\"t\":0.5}\0");
+    let rows = std::fs::read(tmp.path().join("s.zarr/a/frame_metadata/c/2/0")).unwrap();
+    assert_eq!(rows.len(), 2 * 64);
+    assert_eq!(&rows[64..71], br#"{"t":5}"#);
+    let doc =
+        std::fs::read_to_string(tmp.path().join("s.zarr/a/frame_metadata/zarr.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["shape"], serde_json::json!([6, 64]));
 }

@@ -308,6 +308,21 @@ impl PyStream {
         Ok(())
     }
 
+    /// Records `json` (a JSON object) as frame `frame`'s metadata of array
+    /// `key` (`None`: the first).
+    #[pyo3(signature = (frame, json, key=None))]
+    fn frame_metadata(
+        &self,
+        py: Python<'_>,
+        frame: u64,
+        json: &str,
+        key: Option<&str>,
+    ) -> PyResult<()> {
+        self.check_caller("frame_metadata")?;
+        let (index, _) = self.arrays.get(key)?;
+        self.detached(py, "frame_metadata", |s| s.frame_metadata(index, frame, json))
+    }
+
     /// Replaces the user's attributes with `attributes_json`, a JSON object.
     fn set_attributes(&self, py: Python<'_>, attributes_json: &str) -> PyResult<()> {
         self.check_caller("set_attributes")?;

@@ -247,6 +247,26 @@ def test_dropped_frames_read_as_the_fill_value(tmp_path):
         s.flush()
 
 
+def test_frame_metadata_reads_back(tmp_path):
+    path = tmp_path / "metadata.zarr"
+    cfg = positions_config(path)
+    cfg["arrays"][2]["frame_metadata"] = {"max_bytes": 80}
+    data = frames(TIME_POINTS, (2, 64, 48), seed=30)
+    with tiledzarr.Stream(cfg) as s:
+        for t in range(TIME_POINTS):
+            s.append(data[t], key="Pos2")
+            s.frame_metadata(t, {"time_s": 1.5 * t, "stage": [10, 20], "exposure_ms": np.float32(5)},
+                             key="Pos2")
+        with pytest.raises(tiledzarr.InvalidArgumentError, match="never written"):
+            s.frame_metadata(TIME_POINTS, {"time_s": 0}, key="Pos2")
+        with pytest.raises(tiledzarr.InvalidArgumentError, match="keeps no per-frame metadata"):
+            s.frame_metadata(0, {"time_s": 0}, key="Pos0")
+    a = zarr.open_array(str(path / "Pos2" / "frame_metadata"), mode="r")
+    assert a.shape == (TIME_POINTS, 80)
+    got = [json.loads(bytes(row).rstrip(b"\0")) for row in a[...]]
+    assert got == [{"time_s": 1.5 * t, "stage": [10, 20], "exposure_ms": 5.0} for t in range(TIME_POINTS)]
+
+
 def test_key_on_a_stream_of_one_array(tmp_path):
     with tiledzarr.Stream(config(tmp_path / "one.zarr")) as s:
         with pytest.raises(tiledzarr.InvalidArgumentError, match="one array.*leave key out"):

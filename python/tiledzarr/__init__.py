@@ -389,6 +389,20 @@ class Stream:
         ArrayOverflowError and skips nothing."""
         self._native.skip(frames, timeout, key)
 
+    def frame_metadata(
+        self, frame: int, metadata: Mapping[str, Any], *, key: Optional[str] = None
+    ) -> None:
+        """Records ``metadata`` (a JSON-able mapping: a time stamp, a stage
+        position, an exposure...) as frame ``frame``'s of the array ``key``
+        names (None: the first): the index along the first dimension, from
+        0, of a frame already appended or skipped. The array's configuration
+        asks for it (``"frame_metadata": {"max_bytes": N}``); it lands in
+        the image's ``frame_metadata`` array, read back with
+        ``json.loads(bytes(a[i]).rstrip(b"\\0"))``. InvalidArgumentError for
+        a frame not written yet, metadata past ``max_bytes``, or a frame
+        whose shard row was handed on with the next row's frames."""
+        self._native.frame_metadata(frame, json.dumps(metadata, default=_json_value), key)
+
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Replaces the user's attributes (the configuration's
         ``"attributes"``) with ``attributes``, a dict serialised with

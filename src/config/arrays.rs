@@ -21,8 +21,8 @@
 //! under their keys in a root group.
 
 use super::{
-    BackendChoice, Codec, Config, ConfigError, DType, Dimension, IndexLocation, Multiscale, Ome,
-    Store, Validated,
+    BackendChoice, Codec, Config, ConfigError, DType, Dimension, FrameMetadata, IndexLocation,
+    Multiscale, Ome, Store, Validated,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -85,6 +85,8 @@ pub struct ArrayConfig {
     pub ome: Option<Ome>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_metadata: Option<FrameMetadata>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +202,7 @@ impl ArraysConfig {
                 ome => ome.clone(),
             },
             attributes: a.attributes.clone(),
+            frame_metadata: a.frame_metadata,
         }
     }
 

@@ -57,7 +57,22 @@ pub struct Config {
     /// group's attributes (the array's without OME), beside `ome`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<serde_json::Value>,
+    /// Per-frame metadata (`tz_frame_metadata`), kept in the array
+    /// `frame_metadata` of the OME image's group. JSON form only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_metadata: Option<FrameMetadata>,
 }
+
+/// Per-frame metadata: a JSON object per index of dimension 0, of at most
+/// `max_bytes` bytes (compact UTF-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameMetadata {
+    pub max_bytes: u32,
+}
+
+/// The largest `frame_metadata.max_bytes`.
+pub const MAX_FRAME_METADATA_BYTES: u32 = 65536;
 
 /// A multiscale pyramid: `levels` arrays (level 0 included), each halving
 /// the downsampled dimensions of the one before.

@@ -1,6 +1,9 @@
 //! Validation: every rule checked once, before anything is allocated.
 
-use super::{check_endpoint, image, Codec, Config, ConfigError, Image, ObjectUrl, Store};
+use super::{
+    check_endpoint, image, Codec, Config, ConfigError, Image, ObjectUrl, Store,
+    MAX_FRAME_METADATA_BYTES,
+};
 use crate::layout::{Dim, Layout, LayoutError};
 use std::ops::RangeInclusive;
 
@@ -100,6 +103,7 @@ impl Config {
             .map(|(i, d)| d.name.clone().unwrap_or_else(|| format!("d{i}")))
             .collect();
         let image = image::validate(self, layout, &names)?;
+        check_frame_metadata(self, &image)?;
         let layout = image.levels[0].clone();
         let names = image.stored_axes().map(|a| a.name.clone()).collect();
         let max_latency = check_max_latency(self.max_latency_ms)?;
@@ -125,6 +129,30 @@ impl Config {
             max_latency,
         })
     }
+}
+
+/// Per-frame metadata lives in the image's group: an OME image, with a
+/// size per frame a reader can hold.
+fn check_frame_metadata(c: &Config, image: &Image) -> Result<(), ConfigError> {
+    let Some(m) = c.frame_metadata else {
+        return Ok(());
+    };
+    if !image.is_ome() {
+        return Err(ConfigError::new(
+            "frame_metadata",
+            "needs an OME image (\"ome\": true, a collection or a plate): the image's group holds the metadata array",
+        ));
+    }
+    if m.max_bytes == 0 || m.max_bytes > MAX_FRAME_METADATA_BYTES {
+        return Err(ConfigError::new(
+            "frame_metadata.max_bytes",
+            format!(
+                "must be 1 to {MAX_FRAME_METADATA_BYTES} bytes per frame, not {}",
+                m.max_bytes
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The latency bound's default, in milliseconds.

@@ -57,6 +57,32 @@ pub extern "C" fn tz_skip(s: *mut tz_stream, array: u32, nbytes: u64) -> i64 {
     })
 }
 
+/// Records `json`, a NUL-terminated JSON object (a time stamp, a stage
+/// position, an exposure...), as frame `frame`'s metadata of array
+/// `array`: the index along the first dimension, from 0, of a frame
+/// already written or skipped. The array's configuration asks for it
+/// (`"frame_metadata": {"max_bytes": N}`, an OME image, a store); it lands
+/// in the image's `frame_metadata` array with its frames' shard rows.
+/// `TZ_ERR_INVALID_ARGUMENT` (the stream goes on) for an array without it,
+/// a frame not written yet, text that is not a JSON object or is longer
+/// than `max_bytes`, or a frame whose shard row was handed on with the
+/// next row's frames. Since 0.7.
+#[no_mangle]
+pub extern "C" fn tz_frame_metadata(
+    s: *mut tz_stream,
+    array: u32,
+    frame: u64,
+    json: *const c_char,
+) -> i32 {
+    with_stream("tz_frame_metadata", s, status_of, |stream| {
+        // SAFETY: NULL or a NUL-terminated string, by the C contract.
+        let json = unsafe { super::convert::read_str(json, "json") }?
+            .ok_or(Error::NullArgument("json"))?;
+        stream.frame_metadata(array as usize, frame, &json)?;
+        Ok(super::tz_status::TZ_OK as i32)
+    })
+}
+
 /// The index of the array whose key is `key` (as in the configuration's
 /// `arrays`), in `*index`. TZ_ERR_INVALID_ARGUMENT, naming the stream's
 /// keys, when no array has it; a stream of one array has the key "".

@@ -312,6 +312,8 @@ pub unsafe fn config_from_c(c: &tz_config, image: Option<&tz_image>) -> Result<C
         multiscale,
         ome,
         attributes,
+        // The JSON form's only.
+        frame_metadata: None,
     })
 }
 

@@ -11,6 +11,7 @@
 //! [`group_documents`].
 
 mod array;
+pub mod frame_metadata;
 mod groups;
 mod ome;
 
@@ -32,6 +33,7 @@ pub fn level_prefix(v: &Validated, level: u32) -> String {
 }
 
 /// A document and the key it is stored under.
+#[derive(Debug, Clone)]
 pub struct Document {
     pub key: String,
     pub json: String,
@@ -83,6 +85,9 @@ pub fn all_documents(
     }
     for (k, &p) in planes.iter().enumerate() {
         docs.push(level_document(v, k as u32, p, attributes));
+    }
+    if let Some(m) = frame_metadata::FrameMetadataArray::of(v) {
+        docs.push(m.document(planes[0]));
     }
     docs
 }

@@ -62,6 +62,12 @@ impl ComputeThread {
                         valid,
                     });
                 }
+                // Metadata goes straight on: the batch gathers on.
+                Job::FrameMetadata { array, rows } => {
+                    let _ = self
+                        .deliveries
+                        .send(Delivery::FrameMetadata { array, rows });
+                }
                 other => self.peeked = Some(other),
             }
         }

@@ -5,6 +5,8 @@ use super::workers::guarded;
 use super::{Shared, Stage};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::metadata::frame_metadata::FrameMetadataArray;
+use crate::pipeline::intake::MetadataRow;
 use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
 use crate::sink::ShardSink;
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,7 +16,14 @@ use std::sync::Arc;
 /// Work for the delivery thread.
 pub enum Delivery {
     Epoch(CompressedEpoch),
-    Finish { planes: Vec<Vec<u64>> },
+    /// Rows of array `array`'s per-frame metadata.
+    FrameMetadata {
+        array: u32,
+        rows: Vec<crate::pipeline::intake::MetadataRow>,
+    },
+    Finish {
+        planes: Vec<Vec<u64>>,
+    },
 }
 
 pub struct DeliveryThread {
@@ -30,6 +39,9 @@ pub struct DeliveryThread {
     /// lives (and tries once more) until the stream is destroyed; any other
     /// is dropped when this thread ends (a folder store's lock with it).
     pub retired: Sender<Box<dyn ShardSink>>,
+    /// Each array's per-frame metadata array, where it has one, and the
+    /// frames its rows written so far cover.
+    pub frame_metadata: Vec<Option<(FrameMetadataArray, u64)>>,
 }
 
 impl DeliveryThread {
@@ -46,6 +58,9 @@ impl DeliveryThread {
                     // not when this spare is next filled.
                     epoch.data.release();
                     let _ = self.spare_epochs.send(epoch);
+                }
+                Delivery::FrameMetadata { array, rows } => {
+                    guarded(&shared, "delivery", || self.frame_metadata(array, rows));
                 }
                 Delivery::Finish { planes } => {
                     guarded(&shared, "delivery", || self.finish(&planes));
@@ -78,9 +93,41 @@ impl DeliveryThread {
         Ok(())
     }
 
+    /// Writes rows of array `array`'s metadata, and its `zarr.json` when
+    /// they reach past what it covered.
+    fn frame_metadata(&mut self, array: u32, rows: Vec<MetadataRow>) -> Result<()> {
+        let Some((m, covered)) = &mut self.frame_metadata[array as usize] else {
+            return Ok(());
+        };
+        let mut docs = Vec::with_capacity(rows.len() + 1);
+        let mut reach = *covered;
+        for (row, bytes) in rows {
+            // JSON text and zero bytes: UTF-8 by construction.
+            let text = String::from_utf8(bytes)
+                .map_err(|_| Error::Internal("frame metadata that is not UTF-8".into()))?;
+            docs.push(m.chunk(row, text));
+            reach = reach.max((row + 1) * m.rows);
+        }
+        if reach > *covered {
+            *covered = reach;
+            docs.push(m.document(reach));
+        }
+        self.sink.documents(docs)
+    }
+
     fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
         for a in self.assemblers.iter_mut().flatten() {
             a.finish(&mut counted(&mut *self.sink, &self.shared))?;
+        }
+        // The metadata arrays' extent: the frames each image holds.
+        let docs: Vec<_> = self
+            .frame_metadata
+            .iter()
+            .zip(planes)
+            .filter_map(|(m, p)| m.as_ref().map(|(m, _)| m.document(p[0])))
+            .collect();
+        if !docs.is_empty() {
+            self.sink.documents(docs)?;
         }
         self.sink.finish(planes)
     }

@@ -14,6 +14,8 @@ use crate::backend::{self, BackendKind};
 use crate::config::{Plan, Validated};
 use crate::error::Result;
 use crate::memory::MemoryPlan;
+use crate::metadata::frame_metadata::FrameMetadataArray;
+use crate::pipeline::intake::rows_held;
 use crate::shard::ShardAssembler;
 
 /// How the arrays of a stream fall into lanes.
@@ -75,6 +77,16 @@ pub fn lane_budget_buffers(v: &Validated, members: usize) -> usize {
     within.clamp(1, buffers)
 }
 
+/// Host bytes of the rows of per-frame metadata array `v` may hold at once
+/// (0 without metadata): at most a staging buffer's rows and two more.
+pub fn frame_metadata_bytes(v: &Validated) -> u64 {
+    let Some(m) = FrameMetadataArray::of(v) else {
+        return 0;
+    };
+    let buffer_frames = v.epochs_per_buffer.saturating_mul(v.layout.epoch_planes());
+    (rows_held(&m, buffer_frames) as u64).saturating_mul(m.chunk_bytes() as u64)
+}
+
 /// Host staging bytes of a lane beyond what its backend's plan counts.
 pub fn extra_staging_bytes(v: &Validated, members: usize) -> u64 {
     let (per_buffer, buffers) = lane_staging(v, members);
@@ -109,6 +121,9 @@ pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
             BackendKind::Gpu => total.pinned_bytes = total.pinned_bytes.saturating_add(extra),
             BackendKind::Cpu => total.host_bytes = total.host_bytes.saturating_add(extra),
         }
+    }
+    for v in &plan.arrays {
+        total.host_bytes = total.host_bytes.saturating_add(frame_metadata_bytes(v));
     }
     if plan.arrays.len() > 1 {
         for (a, v) in plan.arrays.iter().enumerate() {

@@ -106,7 +106,20 @@ impl Stream {
     }
 
     fn with_plan(plan: Plan, sink: Option<Box<dyn ShardSink>>) -> Result<Stream> {
-        if sink.is_none() && plan.shared().config.store.is_none() {
+        let no_store = plan.shared().config.store.is_none();
+        if let Some(v) = plan
+            .arrays
+            .iter()
+            .find(|v| v.config.frame_metadata.is_some())
+        {
+            if no_store {
+                return Err(Error::InvalidArgument(format!(
+                    "array {:?} keeps per-frame metadata, which goes to a store: give the stream a store (a callback gets shards only)",
+                    v.key
+                )));
+            }
+        }
+        if sink.is_none() && no_store {
             return Err(Error::InvalidArgument(
                 "nothing would keep the data: give a sink or a store in the config".into(),
             ));
@@ -174,6 +187,19 @@ impl Stream {
     pub fn skip_to(&mut self, array: usize, nbytes: usize) -> Result<usize> {
         self.check_open()?;
         self.intake.lock().skip(array, nbytes)
+    }
+
+    /// Records `json`, a JSON object (a time stamp, a stage position, an
+    /// exposure...), as frame `frame`'s metadata of array `array`: the
+    /// index along dimension 0, from 0, of a frame already written or
+    /// skipped. The array's configuration must ask for it
+    /// (`frame_metadata`); it lands in the image's `frame_metadata` array
+    /// with the shard rows of its frames. Refused (the stream goes on) for
+    /// a frame not written yet, text past `max_bytes`, or a frame whose
+    /// shard row was handed on with the next row's frames.
+    pub fn frame_metadata(&mut self, array: usize, frame: u64, json: &str) -> Result<()> {
+        self.check_open()?;
+        self.intake.lock().frame_metadata(array, frame, json)
     }
 
     /// Writes all of `data`, waiting for staging memory as needed, at most

@@ -3,8 +3,10 @@
 //! ([`Parts::start`]).
 
 use super::delivery::DeliveryThread;
-use super::intake::{ArrayIntake, FreeBuffers, Intake, IntakeParts};
-use super::lanes::{extra_staging_bytes, lane_budget_buffers, lane_staging, Lanes};
+use super::intake::{rows_held, ArrayIntake, FreeBuffers, Intake, IntakeParts};
+use super::lanes::{
+    extra_staging_bytes, frame_metadata_bytes, lane_budget_buffers, lane_staging, Lanes,
+};
 use super::latency;
 use super::pyramid::Pyramid;
 use super::shared::{Shared, SKIPS_QUEUED};
@@ -13,6 +15,7 @@ use super::Stream;
 use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer};
 use crate::config::Plan;
 use crate::error::{Error, Result};
+use crate::metadata::frame_metadata::FrameMetadataArray;
 use crate::shard::ShardAssembler;
 use crate::sink::{ShardSink, SharedAttributes, StreamHooks};
 use parking_lot::Mutex;
@@ -93,6 +96,7 @@ impl Parts {
         let mut pyramids = Vec::with_capacity(plan.arrays.len());
         let mut pool = None;
         for (a, v) in plan.arrays.iter().enumerate() {
+            extra_host = extra_host.saturating_add(frame_metadata_bytes(v));
             let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, v.layout.tile_bytes());
             let levels = v
                 .image
@@ -211,7 +215,9 @@ impl Parts {
         }
         // Every staging buffer, the queued runs of skipped epochs and the
         // finish message fit: sends never block.
-        let (job_tx, job_rx) = mpsc::sync_channel(all_buffers + SKIPS_QUEUED + 1);
+        // Each batch and each run of skipped epochs may bring a job of
+        // metadata rows with it.
+        let (job_tx, job_rx) = mpsc::sync_channel(2 * (all_buffers + SKIPS_QUEUED) + 1);
         let has_pyramid: Vec<bool> = pyramids.iter().map(Option::is_some).collect();
         let (del_tx, del_rx) = mpsc::sync_channel(1);
         let (spare_tx, spare_rx) = mpsc::channel();
@@ -241,6 +247,11 @@ impl Parts {
             deliveries: del_rx,
             spare_epochs: spare_tx,
             retired: retired_sink_tx,
+            frame_metadata: plan
+                .arrays
+                .iter()
+                .map(|v| FrameMetadataArray::of(v).map(|m| (m, 0)))
+                .collect(),
         };
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -274,6 +285,11 @@ impl Parts {
                 // A pyramid's levels are reduced from the data: skipped
                 // epochs go through it as fill-value planes.
                 empty_epochs: !pyramid,
+                frame_metadata: FrameMetadataArray::of(v).map(|m| {
+                    let frames = lane_buffer_bytes[lane] as u64 / v.layout.plane_bytes().max(1);
+                    let most = rows_held(&m, frames);
+                    (m, most)
+                }),
                 capacity: v.layout.array_bytes(),
             })
             .collect();

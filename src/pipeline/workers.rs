@@ -48,6 +48,11 @@ pub enum Job {
         first_epoch: u64,
         epochs: u64,
     },
+    /// Rows of array `array`'s per-frame metadata, for its store.
+    FrameMetadata {
+        array: u32,
+        rows: Vec<crate::pipeline::intake::MetadataRow>,
+    },
     /// The stream is complete with `planes[a][k]` planes along dimension
     /// 0 on array `a`'s level `k`.
     Finish { planes: Vec<Vec<u64>> },
@@ -359,6 +364,11 @@ impl ComputeThread {
                     first_epoch,
                     epochs,
                 } => self.skip(array, first_epoch, epochs),
+                Job::FrameMetadata { array, rows } => {
+                    let _ = self
+                        .deliveries
+                        .send(Delivery::FrameMetadata { array, rows });
+                }
                 Job::Finish { planes } => {
                     self.drain();
                     if let Some(l) = link {

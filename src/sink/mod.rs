@@ -14,6 +14,7 @@ pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
 pub use object::S3Store;
 
 use crate::error::{Error, Result};
+use crate::metadata::Document;
 use crate::metrics::UploadCounters;
 use crate::shard::Shard;
 use std::sync::Arc;
@@ -49,6 +50,13 @@ pub trait ShardSink: Send {
     /// planes along dimension 0. Returns once everything the sink was
     /// given is stored.
     fn finish(&mut self, _planes: &[Vec<u64>]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Writes `docs` beside the shards (per-frame metadata: its chunks and
+    /// its array's `zarr.json`), after every shard emitted so far. Only a
+    /// store keeps them: a stream with per-frame metadata needs one.
+    fn documents(&mut self, _docs: Vec<Document>) -> Result<()> {
         Ok(())
     }
 
@@ -92,6 +100,11 @@ impl ShardSink for Tee {
     }
     fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.finish(planes))
+    }
+    fn documents(&mut self, docs: Vec<Document>) -> Result<()> {
+        self.0
+            .iter_mut()
+            .try_for_each(|s| s.documents(docs.clone()))
     }
     fn attach(&mut self, hooks: &StreamHooks) {
         self.0.iter_mut().for_each(|s| s.attach(hooks))

@@ -368,6 +368,41 @@ def run_reader(store, L, shapes):
 # One store
 
 
+def check_frame_metadata(store, L, raw_dir):
+    """Each image whose RAWDIR/<i>.frame_metadata.json lists its frames'
+    metadata (a JSON list, null: none given) has a <key>/frame_metadata
+    array (uint8 [frames, max_bytes], a frame's JSON object padded with
+    zero bytes) that zarr-python and tensorstore read back as that list.
+    Returns whether any image had one."""
+    import zarr
+    import tensorstore as ts
+    found = False
+    for i, key in enumerate(L.keys):
+        path = os.path.join(raw_dir, "%d.frame_metadata.json" % i)
+        if not os.path.isfile(path):
+            continue
+        found = True
+        with open(path) as f:
+            want = json.load(f)
+        sub = os.path.join(store, *key.split("/"), "frame_metadata")
+        by_zarr = zarr.open_array(sub, mode="r")[...]
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": sub}}
+        by_ts = ts.open(spec, open=True, read=True).result().read().result()
+        for name, rows in (("zarr-python", by_zarr), ("tensorstore", by_ts)):
+            need(rows.dtype == "uint8" and rows.ndim == 2,
+                 "array %d %r: frame_metadata is %s %s, not uint8 [frames, max_bytes]" % (i, key, rows.dtype, rows.shape))
+            if rows.shape[0] != len(want):
+                raise Mismatch("array %d %r: frame_metadata holds %d frames (%s), the image %d"
+                               % (i, key, rows.shape[0], name, len(want)))
+            for frame, (row, expect) in enumerate(zip(rows, want)):
+                text = bytes(row).rstrip(b"\0")
+                got = json.loads(text) if text else None
+                if got != expect:
+                    raise Mismatch("array %d %r: frame %d's metadata read by %s is %r, not %r"
+                                   % (i, key, frame, name, got, expect))
+    return found
+
+
 def check(store, config, raw_dir):
     """Check one store; returns (status, message): 0 OK, 1 mismatch, 2 error."""
     try:
@@ -386,6 +421,8 @@ def check(store, config, raw_dir):
                     msg = msg[len(p + sub) + 1:] if msg.startswith(p + sub + " ") else msg
                 raise (Mismatch if st == 1 else CheckError)("array %d %r: %s" % (i, key, msg))
         checks = "structure,zarr,tensorstore"
+        if check_frame_metadata(store, L, raw_dir):
+            checks += ",frame-metadata"
         if any(s.ome for s in L.specs):
             run_models(store, L)
             run_yaozarrs(store, L)

@@ -1,7 +1,9 @@
 //! One array's place in the write side: the staging buffer it fills, how
 //! much of it is written, and where its epochs stand.
 
+use super::frame_metadata::FrameMetadataRows;
 use crate::backend::StagingBuffer;
+use crate::metadata::frame_metadata::FrameMetadataArray;
 use std::time::Instant;
 
 /// What the intake needs to know of each array.
@@ -19,6 +21,8 @@ pub struct ArrayIntake {
     pub empty_epochs: bool,
     /// A bounded array's bytes.
     pub capacity: Option<u64>,
+    /// Its per-frame metadata array and how many of its rows may wait.
+    pub frame_metadata: Option<(FrameMetadataArray, usize)>,
 }
 
 pub(super) struct Cursor {
@@ -32,11 +36,17 @@ pub(super) struct Cursor {
     /// When the buffer in hand first held a whole epoch: the clock of the
     /// latency bound.
     pub whole_since: Option<Instant>,
+    pub metadata: Option<FrameMetadataRows>,
 }
 
 impl Cursor {
-    pub fn new(plan: ArrayIntake) -> Cursor {
+    pub fn new(mut plan: ArrayIntake) -> Cursor {
+        let metadata = plan
+            .frame_metadata
+            .take()
+            .map(|(array, most)| FrameMetadataRows::new(array, most));
         Cursor {
+            metadata,
             plan,
             staging: None,
             filled: 0,

@@ -7,11 +7,13 @@
 //! that has waited too long to fill.
 
 mod cursor;
+mod frame_metadata;
 mod free;
 mod skip;
 
 pub use cursor::ArrayIntake;
 use cursor::Cursor;
+pub use frame_metadata::{rows_held, MetadataRow};
 pub use free::FreeBuffers;
 
 use super::shared::Shared;
@@ -325,10 +327,12 @@ impl Intake {
             buf,
             valid,
         };
+        let first_epoch = c.epoch;
         c.epoch += valid.div_ceil(c.plan.epoch_bytes) as u64;
         c.whole_since = None;
         let jobs = self.jobs.as_ref().ok_or(Error::Finished)?;
-        jobs.send(job).map_err(|_| self.pipeline_gone())
+        jobs.send(job).map_err(|_| self.pipeline_gone())?;
+        self.hand_on_metadata_before(array, first_epoch)
     }
 
     /// Every array's last partial buffer, then the end of the job queue:
@@ -344,6 +348,7 @@ impl Intake {
             if c.filled > 0 && c.staging.is_some() {
                 self.submit(array, c.filled)?;
             }
+            self.hand_on_all_metadata(array)?;
         }
         Ok(self.jobs.take())
     }

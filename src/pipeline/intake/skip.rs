@@ -104,8 +104,10 @@ impl Intake {
         }
         // A buffer in hand is empty now: its first epoch moves on.
         let c = &mut self.cursors[array];
+        let first_epoch = c.epoch;
         c.epoch += epochs as u64;
         c.bytes_in += (epochs * c.plan.epoch_bytes) as u64;
+        self.hand_on_metadata_before(array, first_epoch)?;
         Ok(true)
     }
 }

@@ -48,6 +48,7 @@ impl Rig {
                 plane_bytes: EPOCH / 4,
                 empty_epochs: true,
                 capacity: None,
+                frame_metadata: None,
             }],
             free_staging: vec![FreeBuffers::new(free_staging, None, 0)],
             jobs: jobs_tx,

@@ -312,6 +312,12 @@ impl ShardSink for FsStore {
         self.attributes = hooks.attributes.clone();
     }
 
+    fn documents(&mut self, docs: Vec<Document>) -> Result<()> {
+        // After the shards before them, as every document.
+        self.wait_for_shards()?;
+        docs.iter().try_for_each(|d| self.write_document(d))
+    }
+
     fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
         // The row's shards are on the disk before the extent covers them.
         self.wait_for_shards()?;

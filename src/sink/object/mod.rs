@@ -218,6 +218,12 @@ impl S3Store {
         if let Some(attrs) = attributes {
             docs.push(self.images.attributes_document(&attrs));
         }
+        self.upload_after_shards(docs);
+    }
+
+    /// Uploads `docs` once every shard emitted so far is complete and the
+    /// previous documents are written.
+    fn upload_after_shards(&mut self, docs: Vec<Document>) {
         if docs.is_empty() {
             return;
         }
@@ -385,6 +391,11 @@ impl ShardSink for S3Store {
             }
         }));
         Ok(())
+    }
+
+    fn documents(&mut self, docs: Vec<Document>) -> Result<()> {
+        self.upload_after_shards(docs);
+        self.check()
     }
 
     fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
