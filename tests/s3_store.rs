@@ -607,3 +607,42 @@ fn c_api_store_path_url_and_upload_metrics() {
     );
     tz_destroy(s);
 }
+
+#[test]
+fn frame_metadata_lands_on_the_server() {
+    let Some(bin) = server::binary("frame_metadata_lands_on_the_server") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = Server::start(&bin, tmp.path());
+    let bucket = srv.bucket("meta");
+    let json = format!(
+        r#"{{"dtype": "uint8", "ome": true, "frame_metadata": {{"max_bytes": 32}},
+            "dimensions": [{{"name": "t", "size": 0, "tile": 2, "tiles_per_shard": 1}},
+                {{"name": "y", "size": 24, "tile": 8, "tiles_per_shard": 3}},
+                {{"name": "x", "size": 16, "tile": 16, "tiles_per_shard": 1}}],
+            "backend": "cpu", "store": {}}}"#,
+        s3("s3://meta/m.zarr", &srv.endpoint(), "")
+    );
+    let c = Config::from_json(&json).unwrap();
+    let mut s = Stream::new(&c, None).unwrap();
+    let data = support::frames(DType::Uint8, &[24, 16], 5, 0, Pattern::Microscopy);
+    for (f, frame) in data.chunks(24 * 16).enumerate() {
+        assert_eq!(s.write_blocking(frame, None).unwrap(), frame.len());
+        s.frame_metadata(0, f as u64, &format!(r#"{{"f": {f}}}"#))
+            .unwrap();
+    }
+    s.finish().unwrap();
+    support::check_store(&bucket.join("m.zarr/0"), &[5, 24, 16], DType::Uint8, &data);
+    let doc = std::fs::read_to_string(bucket.join("m.zarr/frame_metadata/zarr.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["shape"], serde_json::json!([5, 32]));
+    for f in 0..5u64 {
+        let chunk =
+            std::fs::read(bucket.join(format!("m.zarr/frame_metadata/c/{}/0", f / 2))).unwrap();
+        let row = &chunk[(f % 2) as usize * 32..][..32];
+        let want = format!(r#"{{"f":{f}}}"#);
+        assert_eq!(&row[..want.len()], want.as_bytes(), "frame {f}");
+        assert!(row[want.len()..].iter().all(|&b| b == 0), "frame {f}");
+    }
+}
