@@ -320,7 +320,9 @@ impl PyStream {
     ) -> PyResult<()> {
         self.check_caller("frame_metadata")?;
         let (index, _) = self.arrays.get(key)?;
-        self.detached(py, "frame_metadata", |s| s.frame_metadata(index, frame, json))
+        self.detached(py, "frame_metadata", |s| {
+            s.frame_metadata(index, frame, json)
+        })
     }
 
     /// Replaces the user's attributes with `attributes_json`, a JSON object.
