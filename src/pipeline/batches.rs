@@ -24,8 +24,9 @@ pub struct Owed {
     left: usize,
 }
 
-/// One staging buffer of a gathered batch.
-pub(super) struct Gathered {
+/// A staging buffer holding `valid` bytes of array `array`'s epochs from
+/// `first_epoch` on.
+pub struct Batch {
     pub array: u32,
     pub first_epoch: u64,
     pub buf: StagingBuffer,
@@ -36,7 +37,7 @@ impl ComputeThread {
     /// Compresses `first` with the buffers of its lane's other arrays
     /// without a pyramid that wait in the queue right behind it, as one
     /// batch (up to what the backend takes), and gives the buffers back.
-    pub(super) fn compress_gathered(&mut self, first: Gathered) {
+    pub(super) fn compress_gathered(&mut self, first: Batch) {
         let lane = self.lane_of[first.array as usize];
         let epoch_bytes = self.layouts[first.array as usize].epoch_bytes().max(1) as usize;
         let most = self.backends[lane].max_batch_epochs().max(1);
@@ -45,22 +46,13 @@ impl ComputeThread {
         while self.peeked.is_none() {
             let Ok(job) = self.jobs.try_recv() else { break };
             match job {
-                Job::Batch {
-                    array,
-                    first_epoch,
-                    buf,
-                    valid,
-                } if self.lane_of[array as usize] == lane
-                    && self.pyramid_less(array)
-                    && epochs + valid.div_ceil(epoch_bytes) <= most =>
+                Job::Batch(b)
+                    if self.lane_of[b.array as usize] == lane
+                        && self.pyramid_less(b.array)
+                        && epochs + b.valid.div_ceil(epoch_bytes) <= most =>
                 {
-                    epochs += valid.div_ceil(epoch_bytes);
-                    group.push(Gathered {
-                        array,
-                        first_epoch,
-                        buf,
-                        valid,
-                    });
+                    epochs += b.valid.div_ceil(epoch_bytes);
+                    group.push(b);
                 }
                 // Metadata goes straight on: the batch gathers on.
                 Job::FrameMetadata { array, rows } => {

@@ -3,7 +3,7 @@
 //! delivery thread (`delivery.rs`). Channels carry the work in order, and
 //! their bounds are the back-pressure that finally makes `write` busy.
 
-use super::batches::{send_owed, whole_pairs, Gathered, Owed};
+use super::batches::{send_owed, whole_pairs, Batch, Owed};
 use super::delivery::Delivery;
 use super::pyramid::{Outlet, Pyramid};
 use super::{Metrics, Shared};
@@ -33,14 +33,8 @@ const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Work for the compute thread.
 pub enum Job {
-    /// A staging buffer holding `valid` bytes of array `array`'s epochs
-    /// from `first_epoch` on.
-    Batch {
-        array: u32,
-        first_epoch: u64,
-        buf: StagingBuffer,
-        valid: usize,
-    },
+    /// A staging buffer of epochs.
+    Batch(Batch),
     /// `epochs` epochs of array `array` from `first_epoch` on that hold
     /// no data (skipped frames): their chunks stay empty.
     Skip {
@@ -317,25 +311,13 @@ impl ComputeThread {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return link,
             };
             match job {
-                Job::Batch {
-                    array,
-                    first_epoch,
-                    buf,
-                    valid,
-                } if self.pyramid_less(array) => {
-                    self.compress_gathered(Gathered {
-                        array,
-                        first_epoch,
-                        buf,
-                        valid,
-                    });
-                }
-                Job::Batch {
+                Job::Batch(b) if self.pyramid_less(b.array) => self.compress_gathered(b),
+                Job::Batch(Batch {
                     array,
                     first_epoch,
                     mut buf,
                     valid,
-                } => {
+                }) => {
                     let free = self.free_staging[self.lane_of[array as usize]].clone();
                     let level1 = link.as_ref().and_then(|l| l.level1.as_ref());
                     let bytes = self.compress(array, first_epoch, &mut buf, valid, level1);

@@ -16,6 +16,7 @@ use cursor::Cursor;
 pub use frame_metadata::{rows_held, MetadataRow};
 pub use free::FreeBuffers;
 
+use super::batches::Batch;
 use super::shared::Shared;
 use super::workers::Job;
 use crate::backend::StagingBuffer;
@@ -321,12 +322,12 @@ impl Intake {
 
     fn send(&mut self, array: usize, buf: StagingBuffer, valid: usize) -> Result<()> {
         let c = &mut self.cursors[array];
-        let job = Job::Batch {
+        let job = Job::Batch(Batch {
             array: array as u32,
             first_epoch: c.epoch,
             buf,
             valid,
-        };
+        });
         let first_epoch = c.epoch;
         c.epoch += valid.div_ceil(c.plan.epoch_bytes) as u64;
         c.whole_since = None;

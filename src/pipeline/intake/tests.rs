@@ -70,12 +70,12 @@ impl Rig {
     /// Takes the batches handed on, giving their buffers back.
     fn drain(&mut self) {
         while let Ok(job) = self.jobs.try_recv() {
-            if let Job::Batch {
+            if let Job::Batch(crate::pipeline::batches::Batch {
                 first_epoch,
-                array: _,
                 buf,
                 valid,
-            } = job
+                ..
+            }) = job
             {
                 self.batches.push((first_epoch, buf[..valid].to_vec()));
                 let _ = self.free.send(buf);
