@@ -560,6 +560,57 @@ typedef struct tz_recovery {
 } tz_recovery;
 
 /**
+ * How a stream runs, beyond what `tz_config` says: the latency bound and
+ * a cap on the GPU's device memory (tz_create_with,
+ * tz_estimate_memory_with). Start from `tz_options_init`; a field left 0
+ * takes its default. JSON: `max_latency_ms`, `device_bytes`. Since 0.5.
+ *
+ * Versioned by its size as `tz_image` is: `struct_size` is
+ * `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
+ * struct (24 bytes) or larger than this library's is refused with
+ * TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
+ * One array of a stream created from C structures (tz_create_arrays):
+ * its key in the store, its `tz_config` (dtype, dimensions, codec) and
+ * its image settings (`image` NULL: a plain array). The stream's shared
+ * settings (backend, store, sink, threads, staging, device, index
+ * location, fsync) come from `arrays[0].config`; in the others each is 0
+ * (NULL) or the same. Since 0.7.
+ */
+typedef struct tz_array {
+  /**
+   * `/`-separated names (letters, digits, `-`, `_`, `.`), as `key` in
+   * the JSON form.
+   */
+  const char *key;
+  const struct tz_config *config;
+  const struct tz_image *image;
+} tz_array;
+
+typedef struct tz_options {
+  /**
+   * `sizeof(tz_options)` as the caller compiled it; set by
+   * tz_options_init.
+   */
+  size_t struct_size;
+  /**
+   * The latency bound in milliseconds (1 to 86400000; 0 = 1000): a
+   * staging buffer goes to the compressor when it is full or when its
+   * oldest whole epoch has waited this long, whichever comes first. A
+   * complete shard row reaches the sink at most this long plus its
+   * processing time after its last byte was written (a reservation
+   * held across the deadline defers it to the commit).
+   */
+  uint64_t max_latency_ms;
+  /**
+   * A cap on the GPU backend's device memory in bytes (0: the backend's
+   * own plan): its batches are made small enough to fit, and a
+   * configuration whose smallest batch does not fit is refused with the
+   * numbers (TZ_ERR_OUT_OF_MEMORY). The CPU backend ignores it.
+   */
+  uint64_t device_bytes;
+} tz_options;
+
+/**
  * Counters of a stream, at the moment of the call.
  */
 typedef struct tz_metrics {
@@ -619,41 +670,6 @@ typedef struct tz_upload_metrics {
    */
   uint64_t uploads_in_flight;
 } tz_upload_metrics;
-
-/**
- * How a stream runs, beyond what `tz_config` says: the latency bound and
- * a cap on the GPU's device memory (tz_create_with,
- * tz_estimate_memory_with). Start from `tz_options_init`; a field left 0
- * takes its default. JSON: `max_latency_ms`, `device_bytes`. Since 0.5.
- *
- * Versioned by its size as `tz_image` is: `struct_size` is
- * `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
- * struct (24 bytes) or larger than this library's is refused with
- * TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
- */
-typedef struct tz_options {
-  /**
-   * `sizeof(tz_options)` as the caller compiled it; set by
-   * tz_options_init.
-   */
-  size_t struct_size;
-  /**
-   * The latency bound in milliseconds (1 to 86400000; 0 = 1000): a
-   * staging buffer goes to the compressor when it is full or when its
-   * oldest whole epoch has waited this long, whichever comes first. A
-   * complete shard row reaches the sink at most this long plus its
-   * processing time after its last byte was written (a reservation
-   * held across the deadline defers it to the commit).
-   */
-  uint64_t max_latency_ms;
-  /**
-   * A cap on the GPU backend's device memory in bytes (0: the backend's
-   * own plan): its batches are made small enough to fit, and a
-   * configuration whose smallest batch does not fit is refused with the
-   * numbers (TZ_ERR_OUT_OF_MEMORY). The CPU backend ignores it.
-   */
-  uint64_t device_bytes;
-} tz_options;
 
 #ifdef __cplusplus
 extern "C" {
@@ -808,6 +824,29 @@ int32_t tz_recover(const char *store_path, struct tz_recovery *out);
  * The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).
  */
 const char *tz_version(void);
+
+/**
+ * Creates a stream of `count` arrays, `arrays[i]` the array of index `i`
+ * (tz_write_to), in a root group; `options` (NULL: the defaults) applies
+ * to the stream. The stream's shared settings come from
+ * `arrays[0].config` (its sink and store included); in the other arrays'
+ * configs each of them is 0 (NULL) or the same, else TZ_ERR_CONFIG names
+ * it (`arrays[2].config.threads`). A collection, a plate and per-frame
+ * metadata need the JSON form (tz_create_json). Since 0.7.
+ */
+int32_t tz_create_arrays(const struct tz_array *arrays,
+                         uint32_t count,
+                         const struct tz_options *options,
+                         struct tz_stream **out);
+
+/**
+ * tz_estimate_memory for the stream tz_create_arrays would create. Since
+ * 0.7.
+ */
+int32_t tz_estimate_memory_arrays(const struct tz_array *arrays,
+                                  uint32_t count,
+                                  const struct tz_options *options,
+                                  struct tz_memory_plan *out);
 
 /**
  * tz_write to array `array` of a stream of several arrays: the index of

@@ -8,6 +8,7 @@
 // the safe `Stream` API instead.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod array_list;
 mod arrays;
 mod callback_sink;
 mod convert;
@@ -19,6 +20,7 @@ mod reserve;
 mod status;
 mod types;
 
+pub use array_list::*;
 pub use arrays::*;
 pub use metrics::*;
 pub use options::*;

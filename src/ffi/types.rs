@@ -291,6 +291,22 @@ pub struct tz_recovery {
 /// `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
 /// struct (24 bytes) or larger than this library's is refused with
 /// TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
+/// One array of a stream created from C structures (tz_create_arrays):
+/// its key in the store, its `tz_config` (dtype, dimensions, codec) and
+/// its image settings (`image` NULL: a plain array). The stream's shared
+/// settings (backend, store, sink, threads, staging, device, index
+/// location, fsync) come from `arrays[0].config`; in the others each is 0
+/// (NULL) or the same. Since 0.7.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_array {
+    /// `/`-separated names (letters, digits, `-`, `_`, `.`), as `key` in
+    /// the JSON form.
+    pub key: *const c_char,
+    pub config: *const tz_config,
+    pub image: *const tz_image,
+}
+
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_options {
