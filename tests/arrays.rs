@@ -668,18 +668,22 @@ fn arrays_from_c_structures_write_what_the_json_form_does() {
         CString::new("cam/left").unwrap(),
         CString::new("cam/right").unwrap(),
     ];
-    let list = [
-        tz_array {
-            key: keys[0].as_ptr(),
-            config: &a,
-            image: &image,
-        },
-        tz_array {
-            key: keys[1].as_ptr(),
-            config: &b,
-            image: std::ptr::null(),
-        },
-    ];
+    // The left camera (an OME image, `a`) and the right one (plain, `right`).
+    let two = |right: &tz_config| {
+        [
+            tz_array {
+                key: keys[0].as_ptr(),
+                config: &a,
+                image: &image,
+            },
+            tz_array {
+                key: keys[1].as_ptr(),
+                config: right,
+                image: std::ptr::null(),
+            },
+        ]
+    };
+    let list = two(&b);
     // SAFETY: all-zero is a valid tz_memory_plan (plain numbers).
     let mut plan: tz_memory_plan = unsafe { std::mem::zeroed() };
     assert_eq!(
@@ -728,18 +732,7 @@ fn arrays_from_c_structures_write_what_the_json_form_does() {
     // naming it; so is a NULL key.
     let mut threads = config(tz_dtype::TZ_DTYPE_UINT8, &dims_b);
     threads.threads = 3;
-    let list = [
-        tz_array {
-            key: keys[0].as_ptr(),
-            config: &a,
-            image: &image,
-        },
-        tz_array {
-            key: keys[1].as_ptr(),
-            config: &threads,
-            image: std::ptr::null(),
-        },
-    ];
+    let list = two(&threads);
     assert_eq!(
         tz_create_arrays(list.as_ptr(), 2, std::ptr::null(), &mut s),
         tz_status::TZ_ERR_CONFIG as i32

@@ -199,7 +199,8 @@ impl Stream {
     /// shard row was handed on with the next row's frames.
     pub fn frame_metadata(&mut self, array: usize, frame: u64, json: &str) -> Result<()> {
         self.check_open()?;
-        self.intake.lock().frame_metadata(array, frame, json)
+        let text = intake::compact_object(frame, json)?;
+        self.intake.lock().frame_metadata(array, frame, &text)
     }
 
     /// Writes all of `data`, waiting for staging memory as needed, at most

@@ -612,27 +612,7 @@ def self_test():
 
 
 def check_manifest(argv):
-    p = argparse.ArgumentParser(description="check every store of a manifest")
-    p.add_argument("--manifest", required=True)
-    p.add_argument("--min", type=int, default=1, help="fewest stores the manifest must list")
-    a = p.parse_args(argv)
-    report = check_ome.report
-    try:
-        with open(a.manifest) as f:
-            rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-    except OSError as e:
-        return report(2, "ERROR manifest %s: %s" % (a.manifest, e))
-    if len(rows) < a.min:
-        return report(2, "ERROR %s lists %d stores, expected at least %d" % (a.manifest, len(rows), a.min))
-    for row in rows:
-        if len(row) != 3:
-            return report(2, "ERROR %s: bad line %r (store, config, raw folder separated by tabs)" % (a.manifest, row))
-    status = 0
-    for store, config, raw_dir in rows:
-        status = max(status, report(*check(store, config, raw_dir)))
-    print("checked %d stores" % len(rows), flush=True)
-    return status
-
+    return check_ome.check_manifest(argv, check, "store, config, raw folder")
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv

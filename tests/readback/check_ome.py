@@ -1014,7 +1014,11 @@ def self_test():
 # Command line
 
 
-def check_manifest(argv):
+def check_manifest(argv, check=None, columns="store, raw, config"):
+    """Checks every store a manifest lists (one per line, three fields
+    separated by tabs: `columns`) with `check(*fields)` (default: each
+    store as check_store does); fewer than --min lines is an error."""
+    check = check or check_store
     p = argparse.ArgumentParser(description="check every store of a manifest")
     p.add_argument("--manifest", required=True)
     p.add_argument("--min", type=int, default=1, help="fewest stores the manifest must list")
@@ -1028,13 +1032,12 @@ def check_manifest(argv):
         return report(2, "ERROR %s lists %d stores, expected at least %d" % (a.manifest, len(rows), a.min))
     for row in rows:
         if len(row) != 3:
-            return report(2, "ERROR %s: bad line %r (store, raw, config separated by tabs)" % (a.manifest, row))
+            return report(2, "ERROR %s: bad line %r (%s separated by tabs)" % (a.manifest, row, columns))
     status = 0
-    for store, raw, config in rows:
-        status = max(status, report(*check_store(store, raw, config)))
+    for row in rows:
+        status = max(status, report(*check(*row)))
     print("checked %d stores" % len(rows), flush=True)
     return status
-
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv

@@ -11,6 +11,20 @@ use crate::metadata::frame_metadata::FrameMetadataArray;
 use crate::pipeline::workers::Job;
 use std::collections::BTreeMap;
 
+/// `json` as compact text, if it is a JSON object (done before the intake's
+/// lock is taken: the writer and the latency timer share it).
+pub fn compact_object(frame: u64, json: &str) -> Result<String> {
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| {
+        Error::InvalidArgument(format!("frame {frame}'s metadata is not JSON ({e})"))
+    })?;
+    if !value.is_object() {
+        return Err(Error::InvalidArgument(format!(
+            "frame {frame}'s metadata must be a JSON object, not {json:.40}"
+        )));
+    }
+    Ok(value.to_string())
+}
+
 /// A row of the metadata array: its index and bytes.
 pub type MetadataRow = (u64, Vec<u8>);
 
@@ -94,22 +108,13 @@ impl FrameMetadataRows {
 }
 
 impl Intake {
-    /// Records `json` (a JSON object) as frame `frame`'s metadata of array
-    /// `array`: refused for an array without a metadata array, a frame
-    /// not written (or skipped) yet, text past `max_bytes`, or a frame
-    /// whose row was handed on.
-    pub fn frame_metadata(&mut self, array: usize, frame: u64, json: &str) -> Result<()> {
+    /// Records `text` (compact JSON: [`compact_object`]) as frame
+    /// `frame`'s metadata of array `array`: refused for an array without a
+    /// metadata array, a frame not written (or skipped) yet, text past
+    /// `max_bytes`, or a frame whose row was handed on.
+    pub fn frame_metadata(&mut self, array: usize, frame: u64, text: &str) -> Result<()> {
         self.cursor(array)?;
         let key = &self.shared.keys[array];
-        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| {
-            Error::InvalidArgument(format!("frame {frame}'s metadata is not JSON ({e})"))
-        })?;
-        if !value.is_object() {
-            return Err(Error::InvalidArgument(format!(
-                "frame {frame}'s metadata must be a JSON object, not {json:.40}"
-            )));
-        }
-        let text = value.to_string();
         let c = &mut self.cursors[array];
         let frames_in = c.bytes_in.div_ceil(c.plan.plane_bytes.max(1) as u64);
         let Some(rows) = c.metadata.as_mut() else {
@@ -122,7 +127,7 @@ impl Intake {
                 "frame {frame} of array {key:?} was never written ({frames_in} frames so far)"
             )));
         }
-        rows.set(frame, &text, key)
+        rows.set(frame, text, key)
     }
 
     /// Hands on array `array`'s metadata rows before the row of epoch

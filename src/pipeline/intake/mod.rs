@@ -13,7 +13,7 @@ mod skip;
 
 pub use cursor::ArrayIntake;
 use cursor::Cursor;
-pub use frame_metadata::{rows_held, MetadataRow};
+pub use frame_metadata::{compact_object, rows_held, MetadataRow};
 pub use free::FreeBuffers;
 
 use super::batches::Batch;
