@@ -37,7 +37,9 @@ set -Eeuo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-step() { printf '\n=== %s\n' "$*" >&2; }
+# Each step with the minutes and seconds since the start, to see where the
+# run's time goes.
+step() { printf '\n=== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 # Whatever fails, say which command did: some (grep -q, a test binary
 # killed early) print nothing of their own.
 trap 'echo "scripts/test.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >&2' ERR
@@ -45,14 +47,29 @@ trap 'echo "scripts/test.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >
 step "set-up: system tools, Rust components, Python venv"
 scripts/setup-tools.sh
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The tools built from source (the S3-compatible server of the object store
+# tests, mdBook for the guide) build in the background while the Python
+# wheels below download and unpack, which leaves the cores idle.
+setup_logs=$(mktemp -d)
+scripts/setup-s3-server.sh >"$setup_logs/s3" 2>&1 & s3_setup=$!
+scripts/setup-docs.sh >"$setup_logs/docs" 2>&1 & docs_setup=$!
 PY=$(scripts/setup-python.sh | tail -1)
 # The CUDA compiler, so that every run also compiles the GPU kernels.
 NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
 export NVCC TZ_REQUIRE_KERNELS=1
-# The S3-compatible server of the object store tests, and the credentials
-# the tests and the readers use with it (test values: nothing else
-# accepts them). No instance metadata is ever asked for.
-TZ_S3FS_BIN=$(scripts/setup-s3-server.sh | tail -1)
+for job in "s3:$s3_setup" "docs:$docs_setup"; do
+    if ! wait "${job#*:}"; then
+        cat "$setup_logs/${job%%:*}" >&2
+        echo "set-up of ${job%%:*} failed (its log above)" >&2
+        exit 1
+    fi
+    grep -v '^/' "$setup_logs/${job%%:*}" >&2 || true
+done
+# The S3-compatible server's binary, and the credentials the tests and the
+# readers use with it (test values: nothing else accepts them). No
+# instance metadata is ever asked for.
+TZ_S3FS_BIN=$(tail -1 "$setup_logs/s3")
+rm -rf "$setup_logs"
 # The second S3-compatible server, moto's, runs from the venv.
 TZ_MOTO_PYTHON="$PY"
 export TZ_S3FS_BIN TZ_MOTO_PYTHON AWS_ACCESS_KEY_ID=tz-test-key AWS_SECRET_ACCESS_KEY=tz-test-secret-0123456789
