@@ -52,6 +52,7 @@ __version__: str = _native.__version__
 
 __all__ = [
     "Stream",
+    "AcquisitionStream",
     "Shard",
     "Metrics",
     "MemoryPlan",
@@ -345,6 +346,33 @@ class Stream:
         self._native = _native.Stream(_config_json(config, kwargs), sink)
         _open_streams.add(self)
 
+    @classmethod
+    def from_acquisition(cls, acquisition: Any, /, **kwargs: Any) -> "AcquisitionStream":
+        """A stream for an acquisition described for ome-writers: its
+        ``AcquisitionSettings``, or a useq ``MDASequence`` with
+        ``frame_shape=(height, width)``, ``dtype=`` and ``path=`` (and
+        optionally ``pixel_size_um``, ``units``, ``chunk_shapes``,
+        ``shard_shapes``, ``storage_order``, as ome-writers'
+        ``useq_to_acquisition_settings`` takes them). Returns an
+        :class:`AcquisitionStream`: ``append(frame, frame_metadata=...)``
+        takes 2-D frames in acquisition order, ``close()`` completes the
+        store, which has the layout ome-writers writes (one image, a
+        collection of positions, or a plate) with its axes, units, scales,
+        channel names, wells and chunking.
+
+        TiledZarr's own options are keywords: ``codec`` (default: the
+        settings' compression), ``multiscale``, ``store`` (a path or a
+        store dict, such as an S3 URL; default: the settings' output
+        path), ``overwrite``, ``frame_metadata_bytes`` (per frame of an
+        array; 0 keeps no per-frame metadata), ``backend``, ``threads``,
+        ``staging_bytes``, ``device``, ``device_bytes``, ``max_latency_ms``,
+        ``index_location``. What cannot be written as ome-writers would
+        raises ConfigError naming it. ome-writers and useq-schema are not
+        needed by the package; ome-writers converts an ``MDASequence``."""
+        from .acquisition import from_acquisition
+
+        return from_acquisition(acquisition, **kwargs)
+
     def write(self, data: Any, *, key: Optional[str] = None) -> int:
         """Copies as much of ``data`` (any C-contiguous buffer: a numpy
         array, bytes, a memoryview) as free staging memory takes, without
@@ -499,3 +527,7 @@ class Stream:
             else f"{len(keys)} arrays"
         )
         return f"<tiledzarr.Stream {what} backend {self._native.metrics()['backend']} {state}>"
+
+
+# After Stream: the module builds Streams.
+from .acquisition import AcquisitionStream  # noqa: E402

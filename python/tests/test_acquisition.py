@@ -1,0 +1,305 @@
+"""Stream.from_acquisition against ome-writers itself: each kind of
+acquisition ome-writers documents (a single 5-D image, several positions, a
+plate, an unbounded first dimension, a transposed storage order), described
+by its AcquisitionSettings or by a useq MDASequence, is written twice from
+the same random frames, once through from_acquisition and once through
+ome-writers' tensorstore backend; the two stores must hold the same data
+in every array and equivalent OME metadata, and both must pass yaozarrs and
+ome-zarr-models. A pymmcore-plus MDA on a Python camera (UniMMCore) runs
+into both as well."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledzarr
+from conftest import frames
+
+omew = pytest.importorskip("ome_writers")
+useq = pytest.importorskip("useq")
+ts = pytest.importorskip("tensorstore")
+
+from ome_writers import AcquisitionSettings, Channel, Dimension, Plate, Position  # noqa: E402
+
+UM = "micrometer"
+#: The CPU backend, two threads, a small staging: the suite's usual stream.
+OPTIONS = {"backend": "cpu", "threads": 2, "staging_bytes": 8 << 20, "max_latency_ms": 20}
+
+
+# ---------------------------------------------------------------- the stores
+
+
+def image_groups(root: Path) -> dict[str, dict]:
+    """Every OME image group below `root` (its path, "" for the root) and
+    its `ome` attributes."""
+    found = {}
+    for doc in sorted(root.rglob("zarr.json")):
+        meta = json.loads(doc.read_text())
+        ome = meta.get("attributes", {}).get("ome", {})
+        if meta["node_type"] == "group" and "multiscales" in ome:
+            rel = doc.parent.relative_to(root).as_posix()
+            found["" if rel == "." else rel] = ome
+    return found
+
+
+def read(path: Path) -> np.ndarray:
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}
+    return ts.open(spec, open=True, read=True).result().read().result()
+
+
+def array_doc(path: Path) -> dict:
+    return json.loads((path / "zarr.json").read_text())
+
+
+def inner_chunks(doc: dict) -> list[int]:
+    """The chunk shape of an array, inside its shards when it has them."""
+    codec = doc["codecs"][0]
+    if codec["name"] == "sharding_indexed":
+        return codec["configuration"]["chunk_shape"]
+    return doc["chunk_grid"]["configuration"]["chunk_shape"]
+
+
+def summary(root: Path) -> dict:
+    """The OME metadata two writers must agree on: the root's kind, the
+    series, the plate with its wells and fields, and each image's axes,
+    scales, translations, channels, shape, dtype and chunks."""
+    attrs = json.loads((root / "zarr.json").read_text())["attributes"]["ome"]
+    out: dict = {"version": attrs["version"]}
+    if "bioformats2raw.layout" in attrs:
+        out["layout"] = attrs["bioformats2raw.layout"]
+        out["series"] = json.loads((root / "OME" / "zarr.json").read_text())["attributes"]["ome"]["series"]
+    if "plate" in attrs:
+        p = attrs["plate"]
+        out["plate"] = {k: p.get(k) for k in ("name", "rows", "columns", "wells")}
+        out["wells"] = {
+            w["path"]: json.loads((root / w["path"] / "zarr.json").read_text())["attributes"]["ome"]["well"]["images"]
+            for w in p["wells"]
+        }
+    images = {}
+    for rel, ome in image_groups(root).items():
+        (ms,) = ome["multiscales"]
+        level0 = ms["datasets"][0]
+        doc = array_doc(root / rel / level0["path"])
+        images[rel] = {
+            "axes": ms["axes"],
+            "path": level0["path"],
+            "transforms": level0["coordinateTransformations"],
+            "omero": ome.get("omero"),
+            "shape": doc["shape"],
+            "dtype": doc["data_type"],
+            "chunks": inner_chunks(doc),
+        }
+    out["images"] = images
+    return out
+
+
+def validate(root: Path) -> None:
+    """yaozarrs and ome-zarr-models on the whole store; a warning of
+    either is a failure."""
+    import yaozarrs
+    import zarr
+    from ome_zarr_models.v05 import HCS, BioFormats2Raw, Image, Well
+
+    attrs = json.loads((root / "zarr.json").read_text())["attributes"]["ome"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yaozarrs.validate_zarr_store(str(root))
+        group = zarr.open_group(str(root), mode="r", zarr_format=3)
+        if "plate" in attrs:
+            # Neither writer puts a version into the plate block itself
+            # (OME-NGFF 0.5 keeps it in "ome"); ome-zarr-models warns of it.
+            warnings.filterwarnings("ignore", "'version' field not specified in plate metadata")
+            HCS.from_zarr(group)
+            for w in attrs["plate"]["wells"]:
+                Well.from_zarr(zarr.open_group(str(root / w["path"]), mode="r", zarr_format=3))
+        elif "bioformats2raw.layout" in attrs:
+            BioFormats2Raw.from_zarr(group)
+        else:
+            Image.from_zarr(group)
+
+
+def frame_metadata_of(root: Path, rel: str) -> list[dict]:
+    """TiledZarr's per-frame metadata of an image, its planes in order."""
+    rows = read(root / rel / "frame_metadata")
+    planes = []
+    for row in rows:
+        if row.any():
+            planes += json.loads(bytes(row).rstrip(b"\0"))["planes"]
+    return planes
+
+
+def assert_same_stores(ours: Path, theirs: Path) -> dict:
+    """Same images, same data in each, equivalent OME metadata, both valid."""
+    mine, other = summary(ours), summary(theirs)
+    assert mine == other
+    for rel, image in mine["images"].items():
+        a, b = read(ours / rel / image["path"]), read(theirs / rel / image["path"])
+        assert a.dtype == b.dtype and a.shape == b.shape, rel
+        np.testing.assert_array_equal(a, b, err_msg=rel)
+        assert a.any(), rel  # random frames, never a store of zeros
+    validate(ours)
+    validate(theirs)
+    return mine
+
+
+def write_both(settings: AcquisitionSettings, tmp_path: Path, planes: np.ndarray,
+               metadata=None, *, skips=(), **keywords) -> tuple[Path, Path]:
+    """The same frames through from_acquisition and through ome-writers'
+    tensorstore backend. `skips` lists the plane indices before which a
+    plane is skipped instead."""
+    ours = settings.model_copy(update={"root_path": str(tmp_path / "tiledzarr.ome.zarr")})
+    theirs = AcquisitionSettings.model_validate(
+        {**settings.model_dump(), "root_path": str(tmp_path / "ome-writers.ome.zarr"),
+         "format": {"name": "ome-zarr", "backend": "tensorstore"}}
+    )
+    with tiledzarr.Stream.from_acquisition(ours, **OPTIONS, **keywords) as s, \
+            omew.create_stream(theirs) as o:
+        for i, plane in enumerate(planes):
+            if i in skips:
+                s.skip(frames=1)
+                o.skip(frames=1)
+                continue
+            meta = None if metadata is None else metadata(i)
+            s.append(plane, frame_metadata=meta)
+            o.append(plane, frame_metadata=meta)
+    assert s.closed
+    return Path(ours.output_path), Path(theirs.output_path)
+
+
+# ----------------------------------------------------- AcquisitionSettings
+
+
+def test_single_5d_image(tmp_path):
+    settings = AcquisitionSettings(
+        root_path="x.ome.zarr",
+        dimensions=[
+            Dimension(name="t", count=2, chunk_size=1, type="time", scale=2.5, unit="second"),
+            Dimension(name="c", count=2, chunk_size=1, type="channel",
+                      coords=["DAPI", Channel(name="GFP", color="green")]),
+            Dimension(name="z", count=3, chunk_size=1, type="space", scale=5, unit=UM),
+            Dimension(name="y", count=48, chunk_size=16, type="space", scale=0.1, unit=UM,
+                      shard_size_chunks=3),
+            Dimension(name="x", count=40, chunk_size=20, type="space", scale=0.1, unit=UM,
+                      translation=12.5),
+        ],
+        dtype="uint16",
+        compression="blosc-zstd",
+        overwrite=True,
+    )
+    data = frames(12, (48, 40), seed=1)
+    ours, theirs = write_both(settings, tmp_path, data, lambda i: {"delta_t": 0.25 * i, "n": i})
+    s = assert_same_stores(ours, theirs)
+    assert list(s["images"]) == [""]
+    assert [c["label"] for c in s["images"][""]["omero"]["channels"]] == ["DAPI", "GFP"]
+    assert s["images"][""]["transforms"][0]["scale"] == [2.5, 1.0, 5.0, 0.1, 0.1]
+    # ome-writers keeps per-frame metadata in the image's attributes,
+    # TiledZarr in its frame_metadata array: the same entries.
+    ow = json.loads((theirs / "zarr.json").read_text())["attributes"]["ome_writers"]["frame_metadata"]
+    assert frame_metadata_of(ours, "") == ow
+    assert len(ow) == 12
+
+
+def test_multiple_positions(tmp_path):
+    settings = AcquisitionSettings(
+        root_path="x.ome.zarr",
+        dimensions=[
+            Dimension(name="t", count=3, chunk_size=1, type="time"),
+            Dimension(name="p", type="position",
+                      coords=["Pos0", Position(name="tile", grid_row=0, grid_column=1), "Pos2"]),
+            Dimension(name="c", count=2, chunk_size=1, type="channel"),
+            Dimension(name="y", count=32, chunk_size=16, type="space"),
+            Dimension(name="x", count=24, chunk_size=24, type="space"),
+        ],
+        dtype="uint8",
+        compression="blosc-lz4",
+        overwrite=True,
+    )
+    data = frames(18, (32, 24), "uint8", seed=2)
+    # Two dropped frames: a channel of one position, and a position's
+    # whole time point (both channels).
+    ours, theirs = write_both(settings, tmp_path, data, skips={3, 10, 11})
+    s = assert_same_stores(ours, theirs)
+    assert s["series"] == ["Pos0", "tile_0_1", "Pos2"]
+    assert not read(ours / "Pos2" / "0")[1].any()
+
+
+def test_plate(tmp_path):
+    fields = [Position(name="fov0", plate_row="A", plate_column="1"),
+              Position(name="fov0", plate_row="C", plate_column="4"),
+              Position(name="fov1", plate_row="C", plate_column="4"),
+              Position(name="fov0", plate_row="B", plate_column="2")]
+    settings = AcquisitionSettings(
+        root_path="x.ome.zarr",
+        dimensions=[
+            Dimension(name="t", count=2, chunk_size=1, type="time"),
+            Dimension(name="p", type="position", coords=fields),
+            Dimension(name="c", count=2, chunk_size=1, type="channel", coords=["BF", "GFP"]),
+            Dimension(name="z", count=2, chunk_size=2, type="space"),
+            Dimension(name="y", count=32, chunk_size=16, type="space", scale=0.65, unit=UM),
+            Dimension(name="x", count=32, chunk_size=16, type="space", scale=0.65, unit=UM),
+        ],
+        dtype="uint16",
+        plate=Plate(name="screen", row_names=list("ABCD"), column_names=[str(i) for i in range(1, 7)]),
+        compression="zstd",
+        overwrite=True,
+    )
+    data = frames(2 * 4 * 2 * 2, (32, 32), seed=3)
+    ours, theirs = write_both(settings, tmp_path, data, lambda i: {"i": i})
+    s = assert_same_stores(ours, theirs)
+    assert [w["path"] for w in s["plate"]["wells"]] == ["A/1", "C/4", "B/2"]
+    assert s["wells"]["C/4"] == [{"path": "fov0"}, {"path": "fov1"}]
+    ow = json.loads((theirs / "C/4/fov1" / "zarr.json").read_text())["attributes"]["ome_writers"]
+    assert frame_metadata_of(ours, "C/4/fov1") == ow["frame_metadata"]
+
+
+def test_unbounded_first_dimension(tmp_path):
+    settings = AcquisitionSettings(
+        root_path="x.ome.zarr",
+        dimensions=[
+            Dimension(name="t", count=None, chunk_size=1, type="time"),
+            Dimension(name="p", type="position", coords=["Pos0", "Pos1"]),
+            Dimension(name="z", count=2, chunk_size=1, type="space", scale=2, unit=UM),
+            Dimension(name="y", count=24, chunk_size=8, type="space"),
+            Dimension(name="x", count=32, chunk_size=16, type="space"),
+        ],
+        dtype="uint16",
+        overwrite=True,
+    )
+    # Three time points, then one plane of a fourth at Pos0: the stores end
+    # with Pos0 at 4 time points (the missing plane zeros), Pos1 at 3.
+    data = frames(3 * 2 * 2 + 1, (24, 32), seed=4)
+    ours, theirs = write_both(settings, tmp_path, data)
+    s = assert_same_stores(ours, theirs)
+    assert s["images"]["Pos0"]["shape"] == [4, 2, 24, 32]
+    assert s["images"]["Pos1"]["shape"] == [3, 2, 24, 32]
+
+
+@pytest.mark.parametrize("storage_order", [["t", "c", "z", "y", "x"], "ome"])
+def test_transposed_storage_order(tmp_path, storage_order):
+    settings = AcquisitionSettings(
+        root_path="x.ome.zarr",
+        # declared in acquisition order: z outside c
+        dimensions=[
+            Dimension(name="t", count=2, chunk_size=1, type="time"),
+            Dimension(name="z", count=4, chunk_size=1, type="space", scale=5, unit=UM),
+            Dimension(name="c", count=3, chunk_size=1, type="channel"),
+            Dimension(name="y", count=32, chunk_size=16, type="space", scale=0.1, unit=UM),
+            Dimension(name="x", count=32, chunk_size=32, type="space", scale=0.1, unit=UM),
+        ],
+        storage_order=storage_order,
+        dtype="uint16",
+        overwrite=True,
+    )
+    data = frames(24, (32, 32), seed=5)
+    ours, theirs = write_both(settings, tmp_path, data, lambda i: {"i": i})
+    s = assert_same_stores(ours, theirs)
+    assert [a["name"] for a in s["images"][""]["axes"]] == ["t", "c", "z", "y", "x"]
+    # frame i of the acquisition is (t, z, c) = divmod-ed, stored at [t, c, z]
+    np.testing.assert_array_equal(read(ours / "0")[1, 2, 3], data[12 + 3 * 3 + 2])
+    ow = json.loads((theirs / "zarr.json").read_text())["attributes"]["ome_writers"]
+    assert frame_metadata_of(ours, "") == ow["frame_metadata"]
