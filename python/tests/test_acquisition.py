@@ -123,14 +123,28 @@ def validate(root: Path) -> None:
             Image.from_zarr(group)
 
 
+def rounded(value):
+    """`value` with its floats to 12 significant digits: the library parses
+    the metadata's JSON with serde_json's fast float parser, which may move
+    a float's last bit."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
+
+
 def frame_metadata_of(root: Path, rel: str) -> list[dict]:
-    """TiledZarr's per-frame metadata of an image, its planes in order."""
+    """TiledZarr's per-frame metadata of an image, its planes in order
+    (floats rounded: see `rounded`)."""
     rows = read(root / rel / "frame_metadata")
     planes = []
     for row in rows:
         if row.any():
             planes += json.loads(bytes(row).rstrip(b"\0"))["planes"]
-    return planes
+    return rounded(planes)
 
 
 def assert_same_stores(ours: Path, theirs: Path) -> dict:
@@ -303,3 +317,197 @@ def test_transposed_storage_order(tmp_path, storage_order):
     np.testing.assert_array_equal(read(ours / "0")[1, 2, 3], data[12 + 3 * 3 + 2])
     ow = json.loads((theirs / "zarr.json").read_text())["attributes"]["ome_writers"]
     assert frame_metadata_of(ours, "") == ow["frame_metadata"]
+
+
+# ------------------------------------------------------ useq MDASequence
+
+
+def write_sequence_both(seq, tmp_path: Path, shape=(32, 24), dtype="uint16", events=None,
+                        played=None, **useq_options) -> tuple[Path, Path, dict]:
+    """The frames of `seq`, in the order seq.iter_events() yields them (the
+    first `events`; of `played` instead when given), through
+    from_acquisition and through ome-writers' settings for the sequence (as
+    pymmcore-plus makes them)."""
+    ours, theirs = tmp_path / "tiledzarr.ome.zarr", tmp_path / "ome-writers.ome.zarr"
+    settings = AcquisitionSettings(
+        root_path=str(theirs), format={"name": "ome-zarr", "backend": "tensorstore"},
+        dtype=dtype, overwrite=True,
+        **omew.useq_to_acquisition_settings(seq, image_width=shape[1], image_height=shape[0],
+                                            **useq_options),
+    )
+    planes = {}
+    with tiledzarr.Stream.from_acquisition(seq, path=ours, frame_shape=shape, dtype=dtype,
+                                           **useq_options, **OPTIONS) as s, \
+            omew.create_stream(settings) as o:
+        for i, event in enumerate((played or seq).iter_events()):
+            if events is not None and i == events:
+                break
+            frame = frames(1, shape, dtype, seed=100 + i)[0]
+            planes[tuple(sorted(event.index.items()))] = frame
+            s.append(frame, frame_metadata={"event": i})
+            o.append(frame, frame_metadata={"event": i})
+        keys = s.array_keys
+    return ours, theirs, {"planes": planes, "keys": keys}
+
+
+def test_sequence_positions_channels_z(tmp_path):
+    seq = useq.MDASequence(
+        axis_order="tpgcz",
+        time_plan={"interval": 1.5, "loops": 2},
+        stage_positions=[useq.Position(x=0, y=0, name="left"), useq.Position(x=500, y=0, name="right")],
+        channels=["DAPI", "FITC"],
+        z_plan={"range": 2, "step": 1},
+    )
+    ours, theirs, written = write_sequence_both(seq, tmp_path, pixel_size_um=0.325)
+    s = assert_same_stores(ours, theirs)
+    assert s["series"] == ["left", "right"]
+    assert s["images"]["left"]["transforms"][0]["scale"] == [1.5, 1.0, 1.0, 0.325, 0.325]
+    # Each event's frame is where its index says, in the store's t, c, z.
+    for index, frame in written["planes"].items():
+        i = dict(index)
+        stored = read(ours / written["keys"][i["p"]] / "0")
+        np.testing.assert_array_equal(stored[i["t"], i["c"], i["z"]], frame)
+    assert len(written["planes"]) == 2 * 2 * 2 * 3
+
+
+def test_sequence_transposed_storage_order(tmp_path):
+    # z outside c: stored as OME-NGFF orders it, t c z y x.
+    seq = useq.MDASequence(axis_order="tzc", time_plan={"interval": 0, "loops": 2},
+                           channels=["BF", "GFP", "RFP"], z_plan={"range": 3, "step": 1.5})
+    ours, theirs, _ = write_sequence_both(seq, tmp_path, dtype="uint8")
+    s = assert_same_stores(ours, theirs)
+    assert [a["name"] for a in s["images"][""]["axes"]] == ["t", "c", "z", "y", "x"]
+    # an interval of 0: ome-writers writes the time axis's scale as 0
+    assert s["images"][""]["transforms"][0]["scale"][:3] == [0.0, 1.0, 1.5]
+
+
+def test_sequence_well_plate(tmp_path):
+    plan = useq.WellPlatePlan(
+        plate=useq.WellPlate.from_str("96-well"), a1_center_xy=(0, 0),
+        selected_wells=([0, 1, 1], [0, 2, 3]),
+        well_points_plan=useq.GridRowsColumns(rows=1, columns=2, fov_width=10, fov_height=10),
+    )
+    seq = useq.MDASequence(stage_positions=plan, channels=["DAPI"], time_plan={"interval": 1, "loops": 2})
+    ours, theirs, written = write_sequence_both(seq, tmp_path)
+    s = assert_same_stores(ours, theirs)
+    assert [w["path"] for w in s["plate"]["wells"]] == ["A/1", "B/3", "B/4"]
+    assert written["keys"][:2] == ["A/1/fov0", "A/1/fov1"]
+
+
+def test_sequence_unbounded_time(tmp_path):
+    # A time plan of duration with interval 0 has no count: the first
+    # dimension is unbounded. Seven events: three time points of two
+    # positions, and one more.
+    seq = useq.MDASequence(time_plan={"interval": 0, "duration": 60},
+                           stage_positions=[(0, 0, 0), (100, 100, 0)])
+    # useq cannot iterate that plan (its loop count divides by the
+    # interval): the events, in the same order, come from a counted one.
+    played = seq.model_copy(update={"time_plan": useq.TIntervalLoops(interval=0, loops=4)})
+    ours, theirs, _ = write_sequence_both(seq, tmp_path, events=7, played=played)
+    s = assert_same_stores(ours, theirs)
+    assert s["images"]["0"]["shape"] == [4, 32, 24] and s["images"]["1"]["shape"] == [3, 32, 24]
+
+
+# ------------------------------------------------------------ pymmcore-plus
+
+
+def test_pymmcore_plus_mda_on_a_python_camera(tmp_path):
+    """A real MDA through pymmcore-plus's runner, offline: UniMMCore with a
+    camera device written in Python. The same run feeds from_acquisition's
+    stream (an output handler) and pymmcore-plus's own ome-writers sink."""
+    unicore = pytest.importorskip("pymmcore_plus.experimental.unicore")
+
+    class Camera(unicore.SimpleCameraDevice):
+        snaps = 0
+
+        def get_exposure(self) -> float:
+            return 5.0
+
+        def set_exposure(self, exposure: float) -> None:
+            pass
+
+        def sensor_shape(self) -> tuple[int, int]:
+            return (40, 32)
+
+        def dtype(self):
+            return np.uint16
+
+        def snap(self, buffer: np.ndarray):
+            buffer[:] = frames(1, buffer.shape, seed=200 + Camera.snaps)[0]
+            Camera.snaps += 1
+            return {}
+
+    core = unicore.UniMMCore()
+    core.loadPyDevice("Camera", Camera())
+    core.initializeDevice("Camera")
+    core.setCameraDevice("Camera")
+    core.setAutoShutter(False)  # no shutter device to open
+    seq = useq.MDASequence(axis_order="tpcz", time_plan={"interval": 0, "loops": 2},
+                           stage_positions=[(0, 0, 0), (10, 10, 0)], z_plan={"range": 1, "step": 1})
+    ours, theirs = tmp_path / "tiledzarr.ome.zarr", tmp_path / "pymmcore.ome.zarr"
+    stream = tiledzarr.Stream.from_acquisition(
+        seq, path=ours, frame_shape=(core.getImageHeight(), core.getImageWidth()),
+        dtype="uint16", pixel_size_um=core.getPixelSizeUm(), **OPTIONS)
+    core.mda.run(seq, output=[stream, str(theirs)], overwrite=True)
+    stream.close()
+    assert Camera.snaps == 2 * 2 * 2
+    s = assert_same_stores(ours, theirs)
+    assert s["series"] == ["0", "1"]
+    theirs_meta = json.loads((theirs / "1" / "zarr.json").read_text())["attributes"]["ome_writers"]
+    assert frame_metadata_of(ours, "1") == rounded(theirs_meta["frame_metadata"])
+
+
+# ------------------------------------------------------------ what is refused
+
+
+def settings_of(**changes) -> AcquisitionSettings:
+    base = dict(
+        root_path="x.ome.zarr",
+        dimensions=[Dimension(name="t", count=2, type="time"),
+                    Dimension(name="y", count=16, type="space"),
+                    Dimension(name="x", count=16, type="space")],
+        dtype="uint16",
+    )
+    return AcquisitionSettings(**(base | changes))
+
+
+@pytest.mark.parametrize("settings, message", [
+    (lambda: settings_of(root_path="x.ome.tiff"), "format 'ome-tiff'"),
+    (lambda: settings_of(dimensions=[Dimension(name="z", count=2, type="space"),
+                                     Dimension(name="c", count=2, type="channel"),
+                                     Dimension(name="y", count=16, type="space"),
+                                     Dimension(name="x", count=16, type="space")]),
+     r"storage_order \['c', 'z', 'y', 'x'\].*dimension 'z'"),
+    (lambda: settings_of(dimensions=[Dimension(name="p", type="position", coords=["Pos 0", "Pos 1"]),
+                                     Dimension(name="y", count=16, type="space"),
+                                     Dimension(name="x", count=16, type="space")]),
+     "position 'Pos 0'"),
+])
+def test_what_cannot_be_written_as_ome_writers_would_is_named(tmp_path, settings, message):
+    with pytest.raises(tiledzarr.ConfigError, match=message):
+        tiledzarr.Stream.from_acquisition(settings(), path=tmp_path / "x.zarr", **OPTIONS)
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_bad_input_is_refused_clearly(tmp_path):
+    with pytest.raises(tiledzarr.InvalidArgumentError, match="AcquisitionSettings or a useq MDASequence"):
+        tiledzarr.Stream.from_acquisition({"dimensions": []})
+    seq = useq.MDASequence(time_plan={"interval": 1, "loops": 2})
+    with pytest.raises(tiledzarr.ConfigError, match=r"frame_shape=\(height, width\) and dtype="):
+        tiledzarr.Stream.from_acquisition(seq, path=tmp_path / "s.zarr")
+    with pytest.raises(tiledzarr.ConfigError, match="unknown keyword.*colour"):
+        tiledzarr.Stream.from_acquisition(settings_of(), path=tmp_path / "s.zarr", colour="red")
+    with pytest.raises(tiledzarr.ConfigError, match="pixel_size_um describe"):
+        tiledzarr.Stream.from_acquisition(settings_of(), path=tmp_path / "s.zarr", pixel_size_um=1)
+    with tiledzarr.Stream.from_acquisition(settings_of(), path=tmp_path / "s.zarr", **OPTIONS) as s:
+        with pytest.raises(tiledzarr.InvalidArgumentError, match=r"frame shape \(16, 8\)"):
+            s.append(np.zeros((16, 8), np.uint16))
+        with pytest.raises(tiledzarr.InvalidArgumentError, match="frame dtype is uint8"):
+            s.append(np.zeros((16, 16), np.uint8))
+        s.append(np.ones((16, 16), np.uint16))
+        s.skip(frames=1)
+        with pytest.raises(IndexError, match="2 frames and 2 were written"):
+            s.append(np.ones((16, 16), np.uint16))
+    with pytest.raises(tiledzarr.FinishedError):
+        s.append(np.ones((16, 16), np.uint16))
+    np.testing.assert_array_equal(read(tmp_path / "s.zarr" / "0")[:, 0, 0], [1, 0])

@@ -96,6 +96,8 @@ class AcquisitionLayout:
     frame_metadata_bytes: int
     #: The OME ``omero`` block of every image (channel names), or None.
     omero: Optional[dict[str, Any]]
+    #: The axes whose scale is 0, written after the flush.
+    zero_scale_axes: list[str]
     #: The store's folder, when it is one (None for an object store).
     root: Optional[str]
 
@@ -142,12 +144,14 @@ def _dimension(dim: Any, is_frame_dim: bool) -> dict[str, Any]:
                 f"{dim.type!r}",
             )
         d["unit"] = dim.unit
-    if dim.scale is not None:
+    # A scale of 0 (what ome-writers makes of a useq time plan with interval
+    # 0) is written into the image's metadata after the flush: the library
+    # takes positive scales only.
+    if dim.scale is not None and dim.scale != 0:
         if not (math.isfinite(dim.scale) and dim.scale > 0):
             raise refuse(
                 f"scale {dim.scale} of dimension {dim.name!r}",
-                "a scale must be a finite positive number here (a useq time plan "
-                "with interval 0 gives 0: pass units={'t': (seconds, 'second')})",
+                "a scale must be a finite number, 0 or more",
             )
         d["scale"] = float(dim.scale)
     if getattr(dim, "translation", None):
@@ -298,6 +302,7 @@ def layout_of(
         frames_per_plane=frames_per_plane,
         frame_metadata_bytes=int(frame_metadata_bytes),
         omero=omero,
+        zero_scale_axes=[d.name for d in index_dims + frame_dims if d.scale == 0],
         root=store_config.get("path"),
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -83,6 +84,7 @@ class AcquisitionStream:
         self._pending: list[list[dict[str, Any]]] = [[] for _ in layout.images]
         self._zero_plane: Any = None
         self._closed = False
+        self._close_lock = threading.Lock()
 
     # ---- what ome-writers' stream offers
 
@@ -143,17 +145,20 @@ class AcquisitionStream:
         frame, when only some of its planes came, is completed with zeros;
         then the stream is flushed and closed, and the images' channel
         names are written. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            for position in range(len(self._planes)):
-                missing = -self._planes[position] % self._layout.planes_per_frame
-                self._write_zero_planes(position, missing)
-            self._stream.flush()
-        finally:
-            self._stream.close()
-        self._write_channel_names()
+        # pymmcore-plus may end the sequence on its relay thread while the
+        # caller closes too: the second close waits for the first.
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                for position in range(len(self._planes)):
+                    missing = -self._planes[position] % self._layout.planes_per_frame
+                    self._write_zero_planes(position, missing)
+                self._stream.flush()
+            finally:
+                self._stream.close()
+            self._complete_image_metadata()
 
     def flush(self) -> None:
         """The same as :meth:`close`: the store is complete after it."""
@@ -270,17 +275,28 @@ class AcquisitionStream:
             self._planes[position] += 1
         self._frame_done(position)
 
-    def _write_channel_names(self) -> None:
-        """ome-writers' ``omero`` block (channel names, colours, windows)
-        goes into each image group's ``zarr.json`` once the stream has
-        written it for the last time."""
+    def _complete_image_metadata(self) -> None:
+        """What the library's image metadata has no place for goes into each
+        image group's ``zarr.json`` once the stream has written it for the
+        last time: ome-writers' ``omero`` block (channel names, colours,
+        windows) and scales of 0."""
         layout = self._layout
-        if layout.omero is None or layout.root is None:
+        if layout.root is None or (layout.omero is None and not layout.zero_scale_axes):
             return
         for image in layout.images:
             doc_path = Path(layout.root, image.group, "zarr.json")
             doc = json.loads(doc_path.read_text())
-            doc["attributes"]["ome"]["omero"] = layout.omero
+            ome = doc["attributes"]["ome"]
+            if layout.omero is not None:
+                ome["omero"] = layout.omero
+            for multiscale in ome["multiscales"]:
+                zero = [a["name"] in layout.zero_scale_axes for a in multiscale["axes"]]
+                for dataset in multiscale["datasets"]:
+                    for transform in dataset["coordinateTransformations"]:
+                        if transform["type"] == "scale":
+                            transform["scale"] = [
+                                0.0 if z else v for z, v in zip(zero, transform["scale"])
+                            ]
             fd, tmp = tempfile.mkstemp(dir=doc_path.parent, prefix="zarr.json.", suffix=".tmp")
             with os.fdopen(fd, "w") as f:
                 json.dump(doc, f, indent=2)
@@ -421,9 +437,11 @@ def from_acquisition(
             f"from_acquisition: frame_shape={tuple(frame_shape)} differs from the "
             f"acquisition's {layout.frame_shape}"
         )
-    if layout.omero is not None and layout.root is None:
+    if layout.root is None and (layout.omero is not None or layout.zero_scale_axes):
+        feature = "channel names (omero)" if layout.omero is not None else (
+            f"scale 0 of {', '.join(layout.zero_scale_axes)}")
         raise refuse(
-            "channel names (omero)",
-            "they are written into the images' zarr.json in a folder store, not an object store",
+            feature,
+            "written into the images' zarr.json of a folder store, not an object store",
         )
     return AcquisitionStream(layout, Stream(layout.config))
