@@ -10,7 +10,9 @@
 #    error); it fails unless auditwheel finds the wheel consistent with
 #    manylinux_2_17_x86_64 and the extension module links only glibc
 # 2. `pip install dist/*.whl` into a fresh virtual environment, with numpy,
-#    zarr-python, tensorstore and pytest pinned as in scripts/requirements.txt
+#    zarr-python, tensorstore and pytest pinned as in scripts/requirements.txt,
+#    and what Stream.from_acquisition's tests compare with and validate by:
+#    ome-writers, useq-schema, pymmcore-plus, yaozarrs, ome-zarr-models
 # 3. the pytest suite (python/tests) run from WORK_DIR, outside the source
 #    tree, against the installed wheel
 # 4. the examples examples/python/acquire.py (numpy frames into a store) and
@@ -39,7 +41,8 @@ venv="$work/wheel-venv"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 (cd "$work" && "$venv/bin/pip" install --disable-pip-version-check --no-input --quiet \
-    --only-binary=:all: -c "$repo/scripts/requirements.txt" dist/*.whl numpy zarr tensorstore pytest >&2)
+    --only-binary=:all: -c "$repo/scripts/requirements.txt" dist/*.whl numpy zarr tensorstore pytest \
+    ome-writers useq-schema pymmcore-plus yaozarrs ome-zarr-models >&2)
 
 step "pytest python/tests, against the installed wheel"
 (cd "$work" && TZ_HEADER="$repo/include/tiledzarr.h" "$venv/bin/python" -m pytest -q \
