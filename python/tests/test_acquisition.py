@@ -408,6 +408,17 @@ def test_sequence_unbounded_time(tmp_path):
     assert s["images"]["0"]["shape"] == [4, 32, 24] and s["images"]["1"]["shape"] == [3, 32, 24]
 
 
+def test_sequence_of_positions_alone(tmp_path):
+    # Positions and nothing else: each image is one 2-D plane.
+    seq = useq.MDASequence(stage_positions=[useq.Position(x=0, y=0, name="a"),
+                                            useq.Position(x=9, y=0, name="b")])
+    ours, theirs, _ = write_sequence_both(seq, tmp_path, shape=(24, 16))
+    s = assert_same_stores(ours, theirs)
+    assert s["images"]["b"]["shape"] == [24, 16]
+    ow = json.loads((theirs / "b" / "zarr.json").read_text())["attributes"]["ome_writers"]
+    assert frame_metadata_of(ours, "b") == ow["frame_metadata"] == [{"event": 1, "storage_index": []}]
+
+
 # ------------------------------------------------------------ pymmcore-plus
 
 
@@ -504,10 +515,13 @@ def test_bad_input_is_refused_clearly(tmp_path):
             s.append(np.zeros((16, 8), np.uint16))
         with pytest.raises(tiledzarr.InvalidArgumentError, match="frame dtype is uint8"):
             s.append(np.zeros((16, 16), np.uint8))
-        s.append(np.ones((16, 16), np.uint16))
+        with pytest.raises(tiledzarr.InvalidArgumentError, match="cannot be written as JSON"):
+            s.append(np.zeros((16, 16), np.uint16), frame_metadata={"when": object()})
+        s.append(np.ones((16, 16), np.uint16), frame_metadata={"exposure": np.float32(5)})
         s.skip(frames=1)
         with pytest.raises(IndexError, match="2 frames and 2 were written"):
             s.append(np.ones((16, 16), np.uint16))
     with pytest.raises(tiledzarr.FinishedError):
         s.append(np.ones((16, 16), np.uint16))
     np.testing.assert_array_equal(read(tmp_path / "s.zarr" / "0")[:, 0, 0], [1, 0])
+    assert frame_metadata_of(tmp_path / "s.zarr", "") == [{"exposure": 5.0, "storage_index": [0]}]

@@ -115,10 +115,12 @@ class AcquisitionStream:
             raise InvalidArgumentError(
                 f"frame dtype is {plane.dtype}, the acquisition's is {layout.dtype}"
             )
-        if frame_metadata is not None and not layout.frame_metadata_bytes:
-            raise InvalidArgumentError(
-                "frame_metadata given, but the stream keeps none (frame_metadata_bytes=0)"
-            )
+        if frame_metadata is not None:
+            if not layout.frame_metadata_bytes:
+                raise InvalidArgumentError(
+                    "frame_metadata given, but the stream keeps none (frame_metadata_bytes=0)"
+                )
+            _json_text(frame_metadata)  # refused before the frame is written
         position, index = self._next_planes(1)[0]
         self._stream.write_all(np.ascontiguousarray(plane), timeout, key=self._keys[position])
         if frame_metadata is not None:
@@ -240,7 +242,7 @@ class AcquisitionStream:
             return
         frame = (self._planes[position] // layout.planes_per_frame - 1) * layout.frames_per_plane
         metadata = {"planes": pending}
-        size = len(json.dumps(metadata, separators=(",", ":")))
+        size = len(_json_text(metadata).encode())
         self._pending[position] = []
         if size > layout.frame_metadata_bytes:
             raise InvalidArgumentError(
@@ -301,6 +303,17 @@ class AcquisitionStream:
             with os.fdopen(fd, "w") as f:
                 json.dump(doc, f, indent=2)
             os.replace(tmp, doc_path)
+
+
+def _json_text(value: Any) -> str:
+    """`value` as the compact JSON the library keeps (numpy scalars and
+    paths converted as Stream.frame_metadata converts them)."""
+    from . import _json_value
+
+    try:
+        return json.dumps(value, separators=(",", ":"), default=_json_value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"frame_metadata cannot be written as JSON: {e}") from None
 
 
 def _numpy() -> Any:
