@@ -21,12 +21,13 @@ from typing import Any, Mapping, Optional, Sequence
 from ._errors import ConfigError
 
 #: ome-writers' compression names and the codec each stands for, with the
-#: levels and shuffle yaozarrs writes them with.
+#: levels yaozarrs writes them with. Blosc's shuffle is tensorstore's
+#: default (see codec_of).
 COMPRESSION_CODECS: dict[Optional[str], dict[str, Any]] = {
     None: {"name": "none"},
     "none": {"name": "none"},
-    "blosc-zstd": {"name": "blosc", "cname": "zstd", "level": 3, "shuffle": "byte"},
-    "blosc-lz4": {"name": "blosc", "cname": "lz4", "level": 5, "shuffle": "byte"},
+    "blosc-zstd": {"name": "blosc", "cname": "zstd", "level": 3},
+    "blosc-lz4": {"name": "blosc", "cname": "lz4", "level": 5},
     "zstd": {"name": "zstd", "level": 3},
 }
 
@@ -116,6 +117,20 @@ def _store(store: Any, path: Optional[str], overwrite: bool) -> dict[str, Any]:
     s = dict(store)
     s.setdefault("overwrite", overwrite)
     return s
+
+
+def codec_of(compression: Optional[str], dtype: str) -> dict[str, Any]:
+    """The codec of ome-writers' ``compression``. Blosc shuffles bits of
+    1-byte elements and bytes of wider ones, as ome-writers' default
+    backend (tensorstore) leaves it to do."""
+    if compression not in COMPRESSION_CODECS:
+        raise refuse(f"compression {compression!r}", "not an OME-Zarr compression")
+    codec = dict(COMPRESSION_CODECS[compression])
+    if codec["name"] == "blosc":
+        import numpy as np
+
+        codec["shuffle"] = "bit" if np.dtype(dtype).itemsize == 1 else "byte"
+    return codec
 
 
 def _chunking(dim: Any, is_frame_dim: bool) -> tuple[int, int]:
@@ -233,10 +248,7 @@ def layout_of(
             f"from_acquisition: dtype={dtype!r} differs from the acquisition's {settings.dtype!r}"
         )
     if codec is None:
-        compression = settings.compression
-        if compression not in COMPRESSION_CODECS:
-            raise refuse(f"compression {compression!r}", "not an OME-Zarr compression")
-        codec = COMPRESSION_CODECS[compression]
+        codec = codec_of(settings.compression, dtype)
     if overwrite is None:
         overwrite = bool(settings.overwrite)
     if path is None and store is None and settings.root_path:
@@ -258,8 +270,6 @@ def layout_of(
     dimensions = [_dimension(d, False) for d in index_dims] + [
         _dimension(d, True) for d in frame_dims
     ]
-    if dimensions[0]["size"] == 0 and dimensions[0]["tiles_per_shard"] == 0:
-        dimensions[0]["tiles_per_shard"] = 1
     frame_shape = (int(frame_dims[0].count), int(frame_dims[1].count))
     planes_per_frame = math.prod(int(d.count) for d in index_dims[1:])
     frames_per_plane = 1 if index_dims else frame_shape[0]
