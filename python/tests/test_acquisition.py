@@ -395,3 +395,21 @@ def test_bad_input_is_refused_clearly(tmp_path):
         s.append(np.ones((16, 16), np.uint16))
     np.testing.assert_array_equal(read(tmp_path / "s.zarr" / "0")[:, 0, 0], [1, 0])
     assert frame_metadata_of(tmp_path / "s.zarr", "") == [{"exposure": 5.0, "storage_index": [0]}]
+
+
+def test_what_the_library_keeps_elsewhere_is_refused_or_bounded(tmp_path):
+    # Channel names go into the images' zarr.json after the flush: a folder
+    # store only.
+    named = settings_of(dimensions=[Dimension(name="c", count=2, type="channel", coords=["a", "b"]),
+                                    Dimension(name="y", count=16, type="space"),
+                                    Dimension(name="x", count=16, type="space")])
+    with pytest.raises(tiledzarr.ConfigError, match=r"channel names \(omero\).*object store"):
+        tiledzarr.Stream.from_acquisition(named, store={"url": "s3://bucket/run.zarr"}, **OPTIONS)
+    with tiledzarr.Stream.from_acquisition(settings_of(), path=tmp_path / "m.zarr",
+                                           frame_metadata_bytes=64, **OPTIONS) as s:
+        with pytest.raises(tiledzarr.InvalidArgumentError, match="frame_metadata_bytes=64"):
+            s.append(np.ones((16, 16), np.uint16), frame_metadata={"note": "x" * 60})
+        s.append(np.ones((16, 16), np.uint16), frame_metadata={"note": "short"})
+    # Refused before the frame was written: the next one is frame 0.
+    assert frame_metadata_of(tmp_path / "m.zarr", "") == [{"note": "short", "storage_index": [0]}]
+    np.testing.assert_array_equal(read(tmp_path / "m.zarr" / "0")[:, 0, 0], [1, 0])

@@ -47,12 +47,17 @@ class _AcquisitionOrder:
     def remaining(self) -> Optional[int]:
         return None if self.total is None else self.total - self.taken
 
+    def peek(self) -> tuple[int, tuple[int, ...]]:
+        """The next step, without taking it."""
+        idx = self._index
+        p = self._position_axis
+        return (0 if p is None else idx[p], tuple(v for i, v in enumerate(idx) if i != p))
+
     def __next__(self) -> tuple[int, tuple[int, ...]]:
         if self._done:
             raise StopIteration
+        step = self.peek()
         idx = self._index
-        p = self._position_axis
-        step = (0 if p is None else idx[p], tuple(v for i, v in enumerate(idx) if i != p))
         self.taken += 1
         for i in range(len(idx) - 1, -1, -1):
             idx[i] += 1
@@ -115,17 +120,23 @@ class AcquisitionStream:
             raise InvalidArgumentError(
                 f"frame dtype is {plane.dtype}, the acquisition's is {layout.dtype}"
             )
+        self._next_planes(0)  # IndexError past the end, before anything else
+        position, index = self._order.peek()
+        entry = None
         if frame_metadata is not None:
             if not layout.frame_metadata_bytes:
                 raise InvalidArgumentError(
                     "frame_metadata given, but the stream keeps none (frame_metadata_bytes=0)"
                 )
-            _json_text(frame_metadata)  # refused before the frame is written
-        position, index = self._next_planes(1)[0]
-        self._stream.write_all(np.ascontiguousarray(plane), timeout, key=self._keys[position])
-        if frame_metadata is not None:
             storage_index = [index[i] for i in layout.storage_permutation]
-            self._pending[position].append({**frame_metadata, "storage_index": storage_index})
+            entry = {**frame_metadata, "storage_index": storage_index}
+            # The frame's metadata only grows with its later planes: what
+            # cannot fit now is refused before the frame is written.
+            self._metadata_text(position, self._pending[position] + [entry])
+        next(self._order)
+        self._stream.write_all(np.ascontiguousarray(plane), timeout, key=self._keys[position])
+        if entry is not None:
+            self._pending[position].append(entry)
         self._planes[position] += 1
         self._frame_done(position)
 
@@ -225,8 +236,9 @@ class AcquisitionStream:
             raise FinishedError("the acquisition stream is closed")
 
     def _next_planes(self, n: int) -> list[tuple[int, tuple[int, ...]]]:
+        """The next `n` steps (0: only the check that one more is there)."""
         remaining = self._order.remaining()
-        if remaining is not None and n > remaining:
+        if remaining is not None and max(n, 1) > remaining:
             raise IndexError(
                 f"the acquisition has {self._order.total} frames and {self._order.taken} "
                 f"were written: {n} more would go past its end (a first dimension of "
@@ -241,16 +253,23 @@ class AcquisitionStream:
         if not pending or self._planes[position] % layout.planes_per_frame:
             return
         frame = (self._planes[position] // layout.planes_per_frame - 1) * layout.frames_per_plane
-        metadata = {"planes": pending}
-        size = len(_json_text(metadata).encode())
         self._pending[position] = []
-        if size > layout.frame_metadata_bytes:
+        self._metadata_text(position, pending)
+        self._stream.frame_metadata(frame, {"planes": pending}, key=self._keys[position])
+
+    def _metadata_text(self, position: int, planes: list[dict[str, Any]]) -> str:
+        """The JSON of a frame's metadata, refused when it is not JSON or
+        does not fit in frame_metadata_bytes."""
+        text = _json_text({"planes": planes})
+        size = len(text.encode())
+        if size > self._layout.frame_metadata_bytes:
+            key = self._layout.images[position].key
             raise InvalidArgumentError(
-                f"frame {frame}'s metadata takes {size} bytes, more than "
-                f"frame_metadata_bytes={layout.frame_metadata_bytes} (raise it in "
-                f"from_acquisition); the frames were written"
+                f"the metadata of a frame of {'array ' + repr(key) if key else 'the image'} "
+                f"would take {size} bytes, more than frame_metadata_bytes="
+                f"{self._layout.frame_metadata_bytes} (raise it in from_acquisition)"
             )
-        self._stream.frame_metadata(frame, metadata, key=self._keys[position])
+        return text
 
     def _skip_planes(self, position: int, n: int) -> None:
         layout = self._layout
