@@ -103,28 +103,14 @@ def validate(root: Path) -> None:
             Image.from_zarr(group)
 
 
-def rounded(value):
-    """`value` with its floats to 12 significant digits: the library parses
-    the metadata's JSON with serde_json's fast float parser, which may move
-    a float's last bit."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    return value
-
-
 def frame_metadata_of(root: Path, rel: str) -> list[dict]:
-    """TiledZarr's per-frame metadata of an image, its planes in order
-    (floats rounded: see `rounded`)."""
+    """TiledZarr's per-frame metadata of an image, its planes in order."""
     rows = read(root / rel / "frame_metadata")
     planes = []
     for row in rows:
         if row.any():
             planes += json.loads(bytes(row).rstrip(b"\0"))["planes"]
-    return rounded(planes)
+    return planes
 
 
 def assert_same_stores(ours: Path, theirs: Path) -> dict:

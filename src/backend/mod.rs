@@ -142,20 +142,27 @@ pub type StagingAllocator = Box<dyn FnMut(usize) -> Result<StagingBuffer> + Send
 /// A staging buffer in ordinary memory, starting on a page boundary.
 fn host_staging(bytes: usize) -> Result<StagingBuffer> {
     let total = bytes.saturating_add(PAGE - 1);
-    // One kept from an earlier stream has its pages in already.
-    let mut buf = crate::memory::take_spare_bytes(total).unwrap_or_default();
-    buf.truncate(total);
-    buf.try_reserve_exact(total - buf.len()).map_err(|_| {
+    let out_of_memory = || {
         Error::OutOfMemory(format!(
             "a staging buffer of {bytes} bytes could not be allocated; lower staging_bytes"
         ))
-    })?;
-    // Every page in at creation (in one call where the system has one,
-    // then the zeros written), so that the acquisition's writes never wait
-    // on the kernel.
-    let spare = buf.spare_capacity_mut();
-    crate::platform::fault_in(spare.as_mut_ptr().cast(), spare.len());
-    buf.resize(total, 0);
+    };
+    // Every page in at creation (in one call where the system has one), so
+    // that the acquisition's writes never wait on the kernel. One kept from
+    // an earlier stream has its pages in already; a new one comes zeroed
+    // and resident, its pages written once.
+    let buf = match crate::memory::take_spare_bytes(total) {
+        Some(mut buf) => {
+            buf.truncate(total);
+            buf.try_reserve_exact(total - buf.len())
+                .map_err(|_| out_of_memory())?;
+            let spare = buf.spare_capacity_mut();
+            crate::platform::fault_in(spare.as_mut_ptr().cast(), spare.len());
+            buf.resize(total, 0);
+            buf
+        }
+        None => crate::platform::zeroed_resident_bytes(total).ok_or_else(out_of_memory)?,
+    };
     let start = buf.as_ptr().align_offset(PAGE).min(PAGE - 1);
     Ok(StagingBuffer::Host {
         buf,

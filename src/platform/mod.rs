@@ -61,6 +61,28 @@ pub fn fault_in(region: *mut u8, len: usize) {
     memory::fault_in(region, len)
 }
 
+/// A vector of `len` zero bytes with its pages resident, or `None` where
+/// the memory cannot be had. Taken zeroed from the allocator (for a large
+/// buffer, fresh pages that the allocator knows read as zeros and does not
+/// write) and made resident by [`fault_in`]: the memory is written once,
+/// by the kernel clearing its pages, not a second time by a fill.
+pub fn zeroed_resident_bytes(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: the layout's size is not zero.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    fault_in(ptr, len);
+    // SAFETY: `ptr` comes from the global allocator with the layout of
+    // `len` bytes of alignment 1, every one of them initialised (zero); the
+    // vector owns it from here and frees it with that same layout.
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// A file's (or folder's) identity, to tell whether a path still names the
 /// file it named before. Holds the file open (on Windows with every sharing
 /// flag, so that it can still be renamed or removed).

@@ -163,3 +163,24 @@ impl Intake {
         jobs.send(job).map_err(|_| self.pipeline_gone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::compact_object;
+
+    #[test]
+    fn a_frames_metadata_keeps_its_floats_exactly() {
+        // A pixel size of 17 significant digits, whose last bit the fast
+        // float parser moves, and the extremes of f64.
+        let floats = [0.024527538000256754, 5e-324, f64::MAX, -0.1];
+        let json = format!(
+            r#"{{"a": {}, "b": {}, "c": {}, "d": {}}}"#,
+            floats[0], floats[1], floats[2], floats[3]
+        );
+        let kept: serde_json::Value =
+            serde_json::from_str(&compact_object(0, &json).unwrap()).unwrap();
+        for (key, f) in ["a", "b", "c", "d"].into_iter().zip(floats) {
+            assert_eq!(kept[key].as_f64().unwrap().to_bits(), f.to_bits(), "{key}");
+        }
+    }
+}

@@ -14,22 +14,39 @@
 //! partial epochs that the others could not keep the pipeline going: a
 //! time-lapse whose positions each complete their epochs at a visit stays
 //! within the budget however many positions it has.
-//! Buffers are not given back while the stream lives: an acquisition that
-//! outran the pipeline once is likely to again, and a buffer given back
-//! would cost its page faults a second time.
+//!
+//! A stream gives buffers back when its input has slowed for a while: if
+//! after every take during [`SHRINK_WINDOW`] at least two buffers were
+//! free, all but one of the buffers that stayed free go (to the process's cache
+//! of spare buffers, which frees them after its own idle time, or to the
+//! page-locked cache), and the pool may grow again later. The window is
+//! long against a burst (a camera's frames come every few milliseconds)
+//! and short against an acquisition, so buffers that outran the pipeline
+//! once are kept through the pauses of a burst but not for an hour of
+//! slow imaging. The check runs when the writer takes a buffer: a writer
+//! that stops altogether keeps what it had until it writes again.
 
 use crate::backend::StagingBuffer;
+use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long the free buffers are watched before those that stayed free go
+/// (see the module's comment).
+pub const SHRINK_WINDOW: Duration = Duration::from_secs(10);
+
+/// The fewest buffers a pool shrinks to: one being filled, one being
+/// compressed.
+const SHRINK_FLOOR: usize = 2;
 
 /// The free pool ended: the pipeline's threads are gone.
 pub struct Gone;
 
 pub struct FreeBuffers {
     free: Receiver<StagingBuffer>,
-    /// One free buffer taken ahead of need: a channel says whether it is
-    /// empty only by being tried.
-    ahead: Option<StagingBuffer>,
+    /// The free buffers taken off the channel (which says whether it is
+    /// empty only by being tried), oldest first.
+    ready: VecDeque<StagingBuffer>,
     /// Asks the allocator's thread for one more buffer.
     grow: Option<Sender<()>>,
     /// Buffers that may still be asked for.
@@ -42,6 +59,15 @@ pub struct FreeBuffers {
     /// Whether the arrays' partial epochs hold so many buffers that growth
     /// past the budget is allowed.
     past_budget: bool,
+    /// The watch for buffers that stay free.
+    idle: IdleWatch,
+}
+
+/// The fewest free buffers seen at a take since `since`.
+struct IdleWatch {
+    window: Duration,
+    since: Instant,
+    fewest_free: usize,
 }
 
 impl FreeBuffers {
@@ -53,12 +79,17 @@ impl FreeBuffers {
     pub fn new(free: Receiver<StagingBuffer>, grow: Option<Sender<()>>, can_grow: usize) -> Self {
         let mut pool = FreeBuffers {
             free,
-            ahead: None,
+            ready: VecDeque::new(),
             grow,
             can_grow,
             budget: usize::MAX,
             had: 1,
             past_budget: false,
+            idle: IdleWatch {
+                window: SHRINK_WINDOW,
+                since: Instant::now(),
+                fewest_free: usize::MAX,
+            },
         };
         pool.ask_for_one();
         pool
@@ -71,6 +102,14 @@ impl FreeBuffers {
         self
     }
 
+    /// The same, watching for idle buffers over `window` instead of
+    /// [`SHRINK_WINDOW`].
+    #[cfg(test)]
+    pub fn with_shrink_window(mut self, window: Duration) -> Self {
+        self.idle.window = window;
+        self
+    }
+
     /// `held` buffers are in the hands of arrays with partial epochs: when
     /// the budget leaves fewer than two others (one being compressed, one
     /// being filled), growth past the budget is allowed.
@@ -80,10 +119,9 @@ impl FreeBuffers {
 
     /// A free buffer, without waiting (`None`: none is free now).
     pub fn try_take(&mut self) -> Result<Option<StagingBuffer>, Gone> {
-        let taken = match self.ahead.take() {
-            Some(buf) => Some(buf),
-            None => self.poll()?,
-        };
+        self.collect()?;
+        let taken = self.ready.pop_front();
+        self.shrink_if_idle(Instant::now());
         self.look_ahead()?;
         Ok(taken)
     }
@@ -95,6 +133,7 @@ impl FreeBuffers {
         }
         match self.free.recv_timeout(wait) {
             Ok(buf) => {
+                self.idle.fewest_free = 0;
                 self.look_ahead()?;
                 Ok(Some(buf))
             }
@@ -103,26 +142,75 @@ impl FreeBuffers {
         }
     }
 
+    /// Waits, at most `wait` in all, until `count` buffers (at most as
+    /// many as were asked for) are free: at create, for memory whose
+    /// allocation is slow enough that the first writes would wait for the
+    /// buffer asked for ahead (page-locked memory, a quarter of a second
+    /// per 512 MiB from the driver).
+    pub fn wait_until_free(&mut self, count: usize, wait: Duration) -> Result<(), Gone> {
+        let until = Instant::now() + wait;
+        self.collect()?;
+        while self.ready.len() < count.min(self.had) {
+            match self
+                .free
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+            {
+                Ok(buf) => self.ready.push_back(buf),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return Err(Gone),
+            }
+        }
+        Ok(())
+    }
+
     /// No more growth: the stream is flushing or going away (this also
     /// lets the allocator's thread end).
     pub fn stop_growing(&mut self) {
         self.grow = None;
     }
 
-    fn poll(&mut self) -> Result<Option<StagingBuffer>, Gone> {
-        match self.free.try_recv() {
-            Ok(buf) => Ok(Some(buf)),
-            Err(TryRecvError::Empty) => Ok(None),
-            Err(TryRecvError::Disconnected) => Err(Gone),
+    /// Takes every buffer the channel has into `ready`.
+    fn collect(&mut self) -> Result<(), Gone> {
+        loop {
+            match self.free.try_recv() {
+                Ok(buf) => self.ready.push_back(buf),
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) => return Err(Gone),
+            }
         }
+    }
+
+    /// Notes how many buffers are free after a take; at the end of a
+    /// window in which at least two always were, lets all but one (the one
+    /// ahead) go.
+    fn shrink_if_idle(&mut self, now: Instant) {
+        let watch = &mut self.idle;
+        watch.fewest_free = watch.fewest_free.min(self.ready.len());
+        if now.duration_since(watch.since) < watch.window {
+            return;
+        }
+        let surplus = watch
+            .fewest_free
+            .saturating_sub(1)
+            .min(self.had.saturating_sub(SHRINK_FLOOR))
+            .min(self.ready.len());
+        for _ in 0..surplus {
+            // The newest go: the oldest have been touched longest ago by
+            // nothing else, and their pages are as good as any.
+            drop(self.ready.pop_back());
+        }
+        self.had -= surplus;
+        self.can_grow += surplus;
+        watch.since = now;
+        watch.fewest_free = usize::MAX;
     }
 
     /// Keeps one free buffer ahead, asking for one more when none is.
     fn look_ahead(&mut self) -> Result<(), Gone> {
-        if self.ahead.is_none() {
-            self.ahead = self.poll()?;
+        if self.ready.is_empty() {
+            self.collect()?;
         }
-        if self.ahead.is_none() {
+        if self.ready.is_empty() {
             self.ask_for_one();
         }
         Ok(())
@@ -235,6 +323,54 @@ mod tests {
         }
         assert_eq!(held.len(), 8, "up to the lane's limit");
         assert_eq!(allocate(&asked, &free), 0);
+    }
+
+    #[test]
+    fn buffers_that_stay_free_for_a_window_go_and_come_back_when_needed() {
+        let window = Duration::from_millis(40);
+        let (pool, free, asked) = pool(8);
+        let mut pool = pool.with_shrink_window(window);
+        // A burst: the writer outruns the pipeline and the pool grows to 8.
+        let mut held = Vec::new();
+        for _ in 0..20 {
+            if let Some(buf) = pool.try_take().ok().flatten() {
+                held.push(buf);
+            }
+            allocate(&asked, &free);
+        }
+        assert_eq!(held.len(), 8);
+        held.drain(..).for_each(|b| free.send(b).unwrap());
+        // Then a slow input for two windows: each buffer is back long
+        // before the next is needed, so seven stay free all along.
+        let start = Instant::now();
+        while start.elapsed() < 2 * window + Duration::from_millis(10) {
+            let buf = pool.try_take().ok().flatten().expect("buffers are free");
+            free.send(buf).unwrap();
+            assert_eq!(allocate(&asked, &free), 0, "nothing new while idle");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(pool.had, SHRINK_FLOOR, "all but the floor went");
+        // A steady input that keeps two in use (one filled, one being
+        // compressed) and one free ahead grows it to three and keeps them.
+        let mut compressing: Option<StagingBuffer> = None;
+        let start = Instant::now();
+        while start.elapsed() < 2 * window + Duration::from_millis(10) {
+            let buf = pool.try_take().ok().flatten().expect("never waits");
+            if let Some(done) = compressing.replace(buf) {
+                free.send(done).unwrap();
+            }
+            allocate(&asked, &free);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(pool.had, 3, "a buffer in use is never counted idle");
+        // Another burst grows it back to the limit.
+        for _ in 0..20 {
+            if let Some(buf) = pool.try_take().ok().flatten() {
+                held.push(buf);
+            }
+            allocate(&asked, &free);
+        }
+        assert_eq!(held.len() + usize::from(compressing.is_some()), 8);
     }
 
     #[test]

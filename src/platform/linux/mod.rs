@@ -6,19 +6,34 @@ mod memory;
 
 pub use memory::available_host_bytes;
 
-/// Faults in the whole pages inside `region` in one call
+/// Faults in the whole pages inside `region`
 /// (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14 and later) instead of one
 /// fault per 4 KiB page on first touch: on a virtual machine each fault
 /// is a trap into the hypervisor, and a 2-core machine's first stream
 /// spent more time faulting in its staging than copying into it. Best
 /// effort: an older kernel refuses the advice and the pages fault in as
 /// they are touched.
+///
+/// A region of `HUGE_REGION_BYTES` or more is first advised to take
+/// transparent huge pages (`MADV_HUGEPAGE`, which matters where the
+/// system's policy is `madvise`, the default of Debian and Ubuntu): 2 MiB
+/// pages cost one fault, one accounting charge and one page-table entry
+/// where 4 KiB pages cost 512, and the copy into staging and the gather
+/// out of it miss the TLB 512 times less. A kernel without huge pages
+/// ignores the advice.
 pub fn fault_in(region: *mut u8, len: usize) {
     const PAGE: usize = 4096;
     let start = (region as usize).next_multiple_of(PAGE);
     let end = (region as usize + len) / PAGE * PAGE;
     if end <= start {
         return;
+    }
+    if end - start >= HUGE_REGION_BYTES && huge_pages_advised() {
+        // SAFETY: as below; the advice changes how the pages are backed,
+        // never their contents.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
     }
     // SAFETY: [start, end) lies inside the caller's allocation, which it
     // owns and has not handed out; populating writes no data (the pages
@@ -31,4 +46,14 @@ pub fn fault_in(region: *mut u8, len: usize) {
             libc::MADV_POPULATE_WRITE,
         );
     }
+}
+
+/// Regions from this size take the huge-page advice: a staging buffer, not
+/// a small table.
+const HUGE_REGION_BYTES: usize = 8 << 20;
+
+/// Whether to advise huge pages: yes unless `TZ_HUGE_PAGES=0` (for a
+/// comparison, or a system where compaction stalls hurt more than faults).
+fn huge_pages_advised() -> bool {
+    std::env::var_os("TZ_HUGE_PAGES").is_none_or(|v| v != "0")
 }
