@@ -36,11 +36,10 @@ enum Backing {
 }
 
 /// Buffers from this size are the process's memory, made resident first
-/// (as transparent huge pages where the system allows them, see
-/// `platform::fault_in`) and then registered with the driver. Measured on
-/// an H100 machine for 512 MiB: 0.09 s against 0.21-0.24 s for
-/// `cuMemHostAlloc` and 0.05 s more to fill it, the same 55 GB/s from it
-/// to the device. A stream's staging and output buffers are this large;
+/// (`platform::fault_in`) and then registered with the driver. Measured on
+/// an H100 machine for 512 MiB: 0.17-0.22 s (0.09 s as huge pages)
+/// against 0.21-0.24 s for `cuMemHostAlloc` and 0.05 s more to fill it,
+/// the same 55 GB/s from it to the device. A stream's staging and output buffers are this large;
 /// a small buffer of results comes from the driver.
 const REGISTER_MIN_BYTES: usize = 8 << 20;
 
