@@ -127,11 +127,12 @@ if [[ $windows == auto ]] && ! windows_ready; then
 elif [[ $windows != no ]]; then
     step "Windows wheel: MinGW-w64 cross-build (abi3, CPython 3.11 and later)"
     t0=$(date +%s)
-    # As scripts/test-windows.sh: the same target folder and profile.
+    # As scripts/test-windows.sh: the same target folder, profile and
+    # standard library (with `test`), so that the test build's crates serve.
     RUSTC_BOOTSTRAP=1 RUSTC=/usr/bin/rustc CARGO_TARGET_DIR="$repo/target/windows" \
         CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc \
         "$bin/maturin" build --quiet -m python/Cargo.toml --no-default-features --features abi3-py311 \
-        --target x86_64-pc-windows-gnu --profile wine -Zbuild-std=std,panic_abort -o "$out" >&2
+        --target x86_64-pc-windows-gnu --profile wine -Zbuild-std=std,panic_abort,test -o "$out" >&2
     win="$out/tiledzarr-$version-cp311-abi3-win_amd64.whl"
     [[ -f "$win" ]] || { echo "no $(basename "$win") in $out:" >&2; ls "$out" >&2; exit 1; }
     echo "built $(basename "$win") ($(du -k "$win" | cut -f1) KiB) in $(($(date +%s) - t0)) s" >&2

@@ -175,10 +175,13 @@ done
 
 step "the Python wheel for win_amd64 (abi3, CPython 3.11 and later: python/Cargo.toml says why)"
 PY=${TZ_PY:-$(scripts/setup-python.sh | tail -1)}
-# The same target folder and profile: only pyo3 and the bindings are new.
+# The same target folder and profile, and the same standard library: a
+# build of test programs adds the `test` crate to it, which every crate
+# built then depends on, so it is named here too. With the features that
+# python/Cargo.toml unifies, only pyo3 and the bindings are new.
 "$(dirname "$PY")/maturin" build --quiet -m python/Cargo.toml \
     --no-default-features --features abi3-py311 \
-    --target "$target" --profile "$profile" -Zbuild-std=std,panic_abort -o "$work/wheel" >&2
+    --target "$target" --profile "$profile" -Zbuild-std=std,panic_abort,test -o "$work/wheel" >&2
 wheel=$(echo "$work"/wheel/tiledzarr-*-cp311-abi3-win_amd64.whl)
 [[ -f "$wheel" ]] || { echo "no cp311-abi3-win_amd64 wheel in $work/wheel" >&2; ls "$work/wheel" >&2; exit 1; }
 python3 -m zipfile -l "$wheel" >&2
