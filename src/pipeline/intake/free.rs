@@ -17,9 +17,9 @@
 //!
 //! A stream gives buffers back when its input has slowed for a while: if
 //! after every take during [`SHRINK_WINDOW`] at least two buffers were
-//! free, all but one of the buffers that stayed free go (to the process's cache
-//! of spare buffers, which frees them after its own idle time, or to the
-//! page-locked cache), and the pool may grow again later. The window is
+//! free, all but one of the buffers that stayed free go (to the process's
+//! cache of spare buffers, which frees them after its own idle time, or to
+//! the page-locked cache), and the pool may grow again later. The window is
 //! long against a burst (a camera's frames come every few milliseconds)
 //! and short against an acquisition, so buffers that outran the pipeline
 //! once are kept through the pauses of a burst but not for an hour of
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 /// How long the free buffers are watched before those that stayed free go
 /// (see the module's comment).
-pub const SHRINK_WINDOW: Duration = Duration::from_secs(10);
+const SHRINK_WINDOW: Duration = Duration::from_secs(10);
 
 /// The fewest buffers a pool shrinks to: one being filled, one being
 /// compressed.
@@ -194,11 +194,8 @@ impl FreeBuffers {
             .saturating_sub(1)
             .min(self.had.saturating_sub(SHRINK_FLOOR))
             .min(self.ready.len());
-        for _ in 0..surplus {
-            // The newest go: the oldest have been touched longest ago by
-            // nothing else, and their pages are as good as any.
-            drop(self.ready.pop_back());
-        }
+        // Every free buffer is resident and as good as any other.
+        self.ready.truncate(self.ready.len() - surplus);
         self.had -= surplus;
         self.can_grow += surplus;
         watch.since = now;

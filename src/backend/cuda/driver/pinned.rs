@@ -51,6 +51,11 @@ unsafe impl Sync for PinnedBuffer {}
 /// The page size page-locked buffers start on.
 const PAGE: usize = 4096;
 
+/// The first page boundary at or after `base`.
+fn first_page(base: *mut u8) -> *mut u8 {
+    base.wrapping_add(base.align_offset(PAGE).min(PAGE - 1))
+}
+
 /// What a page-locked buffer of `bytes` allocates: room to start on a page.
 fn alloc_bytes(bytes: usize) -> usize {
     bytes.max(1).saturating_add(PAGE - 1)
@@ -68,11 +73,9 @@ impl PinnedBuffer {
         // matching release is in Drop.
         let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(|e| gpu_err("retaining the context", e))?;
-        let registered = if bytes >= REGISTER_MIN_BYTES {
-            registered(bytes)
-        } else {
-            None
-        };
+        let registered = (bytes >= REGISTER_MIN_BYTES)
+            .then(|| registered(bytes))
+            .flatten();
         let (base, ptr, memory) = match registered {
             Some((mut memory, ptr)) => (memory.as_mut_ptr(), ptr, Backing::Registered(memory)),
             // A system that refuses to register ordinary memory, or a small
@@ -81,7 +84,7 @@ impl PinnedBuffer {
             None => match unsafe { result::malloc_host(alloc_bytes(bytes), 0) } {
                 Ok(p) => {
                     let base = p as *mut u8;
-                    let ptr = base.wrapping_add(base.align_offset(PAGE).min(PAGE - 1));
+                    let ptr = first_page(base);
                     // Its contents defined (the pages are in already).
                     // SAFETY: `bytes` bytes from `ptr` lie in the allocation.
                     unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
@@ -252,8 +255,7 @@ impl Drop for PinnedAllocator {
 fn registered(bytes: usize) -> Option<(Vec<u8>, *mut u8)> {
     let pages = bytes.checked_next_multiple_of(PAGE)?;
     let mut memory = crate::platform::zeroed_resident_bytes(pages.checked_add(PAGE)?)?;
-    let base = memory.as_mut_ptr();
-    let ptr = base.wrapping_add(base.align_offset(PAGE).min(PAGE - 1));
+    let ptr = first_page(memory.as_mut_ptr());
     // SAFETY: [ptr, ptr + pages) lies inside `memory`, which the caller
     // keeps, unmoved (a vector's heap memory does not move), until it has
     // unregistered it; flags 0: page-locked for this context's device.
