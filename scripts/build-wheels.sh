@@ -6,8 +6,8 @@
 # into OUT_DIR (default: dist/ in the repository):
 #
 # 1. the Linux wheel, tiledzarr-<v>-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl:
-#    maturin --zig links it against glibc 2.17's symbols (ziglang from PyPI,
-#    pinned in scripts/requirements.txt), so that pip takes it on any x86-64
+#    zig links it against glibc 2.17's symbols (ziglang from PyPI, pinned
+#    in scripts/requirements.txt), so that pip takes it on any x86-64
 #    Linux with glibc 2.17 or later (RHEL 7 and 8, Debian 11, Ubuntu 20.04).
 #    The GPU kernels are inside when nvcc is found (NVCC); with
 #    TZ_REQUIRE_KERNELS=1 a wheel without them is an error. auditwheel
@@ -24,9 +24,8 @@
 #    --no-windows skips it.
 #
 # --linux-only builds the Linux wheel alone (scripts/test-python.sh does).
-# The Linux build uses the workspace's target/: cargo puts what it builds
-# for the explicit target in target/x86_64-unknown-linux-gnu/, apart from the
-# native build's target/release/, so neither rebuilds the other's C code.
+# The Linux build shares target/release with cargo's own release build and
+# the tests: nothing they compiled is compiled again.
 #
 # Environment: TZ_PY, the venv's python with maturin, ziglang and auditwheel
 # (default: from scripts/setup-python.sh); NVCC; TZ_REQUIRE_KERNELS.
@@ -64,13 +63,26 @@ linux_tag=manylinux2014_x86_64.manylinux_2_17_x86_64
 policy=manylinux_2_17_x86_64
 needed_allowed='^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libgcc_s\.so\.1|ld-linux-x86-64\.so\.2)$'
 
-step "Linux wheel: maturin --zig --compatibility manylinux2014 (glibc 2.17)"
+step "Linux wheel: maturin --compatibility manylinux2014, linked by zig against glibc 2.17"
 t0=$(date +%s)
-# zig from the pinned ziglang package, whatever else is on PATH.
-zig=$("$PY" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
-[[ -x "$zig" ]] || { echo "no zig in the ziglang package: $zig" >&2; exit 1; }
-CARGO_ZIGBUILD_ZIG_PATH="$zig" PATH="$bin:$PATH" "$bin/maturin" build --release --quiet \
-    --zig --compatibility manylinux2014 -m python/Cargo.toml -o "$out" >&2
+# The linker is zig's C compiler for glibc 2.17 (the pinned ziglang
+# package), through maturin's wrapper of it (`maturin zig cc`, which drops
+# the arguments zig does not take), reached as `cc` on PATH: cargo's
+# default linker. Not `maturin --zig`, which builds for the explicit target
+# in a folder of its own, nor cargo's linker setting, which is part of every
+# unit's fingerprint: either way the whole dependency tree would compile
+# again beside the test build's. This way the wheel's build reuses what the
+# tests built in target/release and compiles pyo3 and the bindings. C code
+# compiled there by the system's compiler is linked against glibc 2.17's
+# symbols too: a call glibc 2.17 lacks is caught below.
+"$PY" -c 'import ziglang' || { echo "no ziglang package in $PY's venv" >&2; exit 1; }
+zigcc=$(mktemp -d)
+printf '#!/bin/sh\nexport CARGO_ZIGBUILD_ZIG_COMMAND=%q CARGO_ZIGBUILD_ZIG_COMMAND_ARGS="-m ziglang"\nexec %q zig cc -- -g -fno-sanitize=all -target x86_64-linux-gnu.2.17 "$@"\n' \
+    "$PY" "$bin/maturin" >"$zigcc/cc"
+chmod +x "$zigcc/cc"
+PATH="$zigcc:$bin:$PATH" "$bin/maturin" build --release --quiet \
+    --compatibility manylinux2014 -m python/Cargo.toml -o "$out" >&2
+rm -rf "$zigcc"
 wheel="$out/tiledzarr-$version-cp310-abi3-$linux_tag.whl"
 [[ -f "$wheel" ]] || { echo "no $(basename "$wheel") in $out:" >&2; ls "$out" >&2; exit 1; }
 echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $(($(date +%s) - t0)) s" >&2
@@ -94,6 +106,12 @@ needed=$(objdump -p "$so" | awk '$1 == "NEEDED" {print $2}')
 printf '_native: NEEDED %s\n' "$(paste -sd' ' <<<"$needed")" >&2
 bad=$(grep -Ev "$needed_allowed" <<<"$needed" || true)
 [[ -z "$bad" ]] || { printf 'the extension module links libraries beyond glibc:\n%s\n' "$bad" >&2; exit 1; }
+# Every function it calls from glibc carries a symbol version (2.17's or
+# older: auditwheel checked them). One without a version that is neither
+# weak (looked up by the standard library only where it exists) nor the
+# interpreter's would be a call the link could not bind to glibc 2.17.
+unbound=$(objdump -T "$so" | awk '/\*UND\*/ && !/GLIBC_/ && $2 != "w" {print $NF}' | grep -Ev '^_?Py' || true)
+[[ -z "$unbound" ]] || { printf 'the extension module calls functions glibc 2.17 lacks:\n%s\n' "$unbound" >&2; exit 1; }
 # The library with its kernels inside: a wheel without them would leave the
 # GPU backend unusable on every machine. Each fatbin nvcc makes (scatter,
 # aggregate, ...) starts with this magic.

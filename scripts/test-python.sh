@@ -4,8 +4,8 @@
 #   scripts/test-python.sh [WORK_DIR]
 #
 # 1. the Linux wheel that is shipped, built by scripts/build-wheels.sh
-#    --linux-only into WORK_DIR/dist: manylinux2014 (glibc 2.17) through
-#    maturin --zig, abi3, the GPU kernels inside when NVCC is set (as
+#    --linux-only into WORK_DIR/dist: manylinux2014 (glibc 2.17), linked
+#    by zig, abi3, the GPU kernels inside when NVCC is set (as
 #    scripts/test.sh sets it; TZ_REQUIRE_KERNELS=1 makes their absence an
 #    error); it fails unless auditwheel finds the wheel consistent with
 #    manylinux_2_17_x86_64 and the extension module links only glibc
@@ -19,9 +19,8 @@
 #    examples/python/plate.py (a plate's fields, interleaved, into one
 #    store), each read back by zarr-python
 #
-# The wheel is built for the explicit target x86_64-unknown-linux-gnu, in
-# target/x86_64-unknown-linux-gnu/: apart from what cargo builds natively in
-# target/release/, so the two never rebuild each other's C code.
+# The wheel's build reuses what the tests built in target/release: it
+# compiles pyo3 and the bindings alone.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="${1:-$(mktemp -d)}"
