@@ -47,32 +47,37 @@ trap 'echo "scripts/test.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >
 step "set-up: system tools, Rust components, Python venv"
 scripts/setup-tools.sh
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-# The tools built from source (the S3-compatible server of the object store
-# tests, mdBook for the guide) build in the background while the Python
-# wheels below download and unpack, which leaves the cores idle.
+# What takes long to set up and is needed later runs in the background,
+# each with its log, and is waited for where it is first needed: the tools
+# built from source (the S3-compatible server of the object store tests,
+# mdBook for the guide) and the Windows toolchain (apt; setup-tools.sh's
+# apt above is done, so the two never wait for apt's lock). Their builds
+# fill the cores while the Python wheels below download and unpack, and
+# clippy's and the release build's while the packages download.
 setup_logs=$(mktemp -d)
-scripts/setup-s3-server.sh >"$setup_logs/s3" 2>&1 & s3_setup=$!
-scripts/setup-docs.sh >"$setup_logs/docs" 2>&1 & docs_setup=$!
+declare -A setup_jobs
+scripts/setup-s3-server.sh >"$setup_logs/s3" 2>&1 & setup_jobs[s3]=$!
+scripts/setup-docs.sh >"$setup_logs/docs" 2>&1 & setup_jobs[docs]=$!
+scripts/setup-windows.sh >"$setup_logs/windows" 2>&1 & setup_jobs[windows]=$!
+# Waits for the set-up job $1 and prints its log (all of it if it failed).
+wait_setup() {
+    if ! wait "${setup_jobs[$1]}"; then
+        cat "$setup_logs/$1" >&2
+        echo "set-up of $1 failed (its log above)" >&2
+        exit 1
+    fi
+    grep -v '^/' "$setup_logs/$1" >&2 || true
+}
 PY=$(scripts/setup-python.sh | tail -1)
 # The CUDA compiler, so that every run also compiles the GPU kernels.
 NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
 export NVCC TZ_REQUIRE_KERNELS=1
-for job in "s3:$s3_setup" "docs:$docs_setup"; do
-    if ! wait "${job#*:}"; then
-        cat "$setup_logs/${job%%:*}" >&2
-        echo "set-up of ${job%%:*} failed (its log above)" >&2
-        exit 1
-    fi
-    grep -v '^/' "$setup_logs/${job%%:*}" >&2 || true
-done
-# The S3-compatible server's binary, and the credentials the tests and the
-# readers use with it (test values: nothing else accepts them). No
-# instance metadata is ever asked for.
-TZ_S3FS_BIN=$(tail -1 "$setup_logs/s3")
-rm -rf "$setup_logs"
-# The second S3-compatible server, moto's, runs from the venv.
+# The second S3-compatible server, moto's, runs from the venv. The
+# credentials the tests and the readers use with the S3-compatible servers
+# (test values: nothing else accepts them). No instance metadata is ever
+# asked for.
 TZ_MOTO_PYTHON="$PY"
-export TZ_S3FS_BIN TZ_MOTO_PYTHON AWS_ACCESS_KEY_ID=tz-test-key AWS_SECRET_ACCESS_KEY=tz-test-secret-0123456789
+export TZ_MOTO_PYTHON AWS_ACCESS_KEY_ID=tz-test-key AWS_SECRET_ACCESS_KEY=tz-test-secret-0123456789
 export AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 
@@ -98,7 +103,7 @@ cleanup() {
         kill "$s3_pid" 2>/dev/null || true
         wait "$s3_pid" 2>/dev/null || true
     fi
-    rm -rf "$work"
+    rm -rf "$work" "$setup_logs"
 }
 trap cleanup EXIT
 # Shared AWS files of their own, so that no reader looks for (or complains
@@ -109,6 +114,10 @@ printf '[default]\nregion = %s\n' "$AWS_REGION" >"$work/aws-config"
 export AWS_SHARED_CREDENTIALS_FILE="$work/aws-credentials" AWS_CONFIG_FILE="$work/aws-config"
 
 step "cargo test"
+wait_setup s3
+# The S3-compatible server's binary (s3s-fs), the last line of its set-up.
+TZ_S3FS_BIN=$(tail -1 "$setup_logs/s3")
+export TZ_S3FS_BIN
 export TZ_S3_TESTS_RAN="$work/s3-tests-ran"
 # The Python binding has no Rust tests (it links against the interpreter
 # that loads it); the Python step tests it, built by maturin.
@@ -295,9 +304,12 @@ step "Python package: wheel, fresh venv, pytest, example"
 scripts/test-python.sh "$work/python"
 
 step "the guide: figures current with the records, mdBook build, links and README programs (scripts/docs.sh)"
+wait_setup docs
 scripts/docs.sh
 
 step "Windows: cross-built, tested under Wine (scripts/test-windows.sh)"
+wait_setup windows
+rm -rf "$setup_logs"
 TZ_PY="$PY" scripts/test-windows.sh "$work/windows"
 
 step "all tests passed"
