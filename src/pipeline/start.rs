@@ -3,7 +3,7 @@
 //! ([`Parts::start`]).
 
 use super::delivery::DeliveryThread;
-use super::intake::{rows_held, ArrayIntake, FreeBuffers, Intake, IntakeParts};
+use super::intake::{free, rows_held, ArrayIntake, FreeBuffers, Intake, IntakeParts};
 use super::lanes::{
     extra_staging_bytes, frame_metadata_bytes, lane_budget_buffers, lane_staging, Lanes,
 };
@@ -196,7 +196,7 @@ impl Parts {
             free_tx.send(lane.staging).expect("receiver alive");
             // The other buffers as the writer outruns the hand-off (see
             // intake/free.rs), allocated on a thread of their own.
-            let (grow_tx, grow_rx) = mpsc::channel::<()>();
+            let (growth, orders) = free::growth();
             let buffer_bytes = lane.buffer_bytes;
             if let Some(mut alloc) = lane.more_staging {
                 let free = free_tx.clone();
@@ -205,8 +205,9 @@ impl Parts {
                     // stream with fewer (the memory was checked at
                     // create): slower when the input outruns the backend,
                     // never wrong.
-                    for () in grow_rx {
+                    for () in orders.asked.iter() {
                         let Ok(buf) = alloc(buffer_bytes) else { return };
+                        orders.made_one();
                         if free.send(buf).is_err() {
                             return; // the stream is gone
                         }
@@ -214,7 +215,7 @@ impl Parts {
                 });
             }
             free_staging.push(
-                FreeBuffers::new(free_rx, Some(grow_tx), lane.buffers - 1)
+                FreeBuffers::new(free_rx, Some(growth), lane.buffers - 1)
                     .with_budget(lane.budget_buffers),
             );
             free_senders.push(free_tx);

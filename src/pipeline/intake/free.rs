@@ -5,7 +5,12 @@
 //! writer takes a buffer and no other is free, one more is asked of the
 //! allocator's thread, up to the stream's budget (`staging_bytes`). The new buffer is allocated and its
 //! pages faulted in on that thread while the writer fills the one it
-//! holds, so growing never makes `tz_write` wait. A writer the pipeline
+//! holds, so growing never makes `tz_write` wait. One buffer is on its way
+//! at a time: that thread makes them one after another, so a writer that
+//! retries while one is on its way (a `tz_write` that took part of a
+//! frame, called again at once) would get it no sooner by asking again,
+//! and each extra ask would leave the stream a buffer it never needed,
+//! faulted in at the cost of the cores that compress. A writer the pipeline
 //! keeps up with settles at three buffers (one being filled, one being
 //! compressed, one free ahead); one that outruns it takes the whole budget.
 //! A lane of several arrays may take more than the budget, one buffer per
@@ -28,7 +33,9 @@
 
 use crate::backend::StagingBuffer;
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the free buffers are watched before those that stayed free go
@@ -42,13 +49,48 @@ const SHRINK_FLOOR: usize = 2;
 /// The free pool ended: the pipeline's threads are gone.
 pub struct Gone;
 
+/// The pool's end of the way to the allocator's thread.
+pub struct Growth {
+    ask: Sender<()>,
+    /// Buffers the allocator's thread has made so far.
+    made: Arc<AtomicUsize>,
+}
+
+/// The allocator's thread's end: one message on `asked` per buffer to
+/// make; [`Orders::made_one`] as each is done, before it is sent.
+pub struct Orders {
+    pub asked: Receiver<()>,
+    made: Arc<AtomicUsize>,
+}
+
+impl Orders {
+    pub fn made_one(&self) {
+        self.made.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A way from a pool to the allocator's thread that makes its buffers.
+pub fn growth() -> (Growth, Orders) {
+    let (ask, asked) = channel();
+    let made = Arc::new(AtomicUsize::new(0));
+    (
+        Growth {
+            ask,
+            made: made.clone(),
+        },
+        Orders { asked, made },
+    )
+}
+
 pub struct FreeBuffers {
     free: Receiver<StagingBuffer>,
     /// The free buffers taken off the channel (which says whether it is
     /// empty only by being tried), oldest first.
     ready: VecDeque<StagingBuffer>,
     /// Asks the allocator's thread for one more buffer.
-    grow: Option<Sender<()>>,
+    grow: Option<Growth>,
+    /// Buffers asked of the allocator's thread so far.
+    asked: usize,
     /// Buffers that may still be asked for.
     can_grow: usize,
     /// The stream's buffers within the staging budget, all told (past
@@ -76,11 +118,12 @@ impl FreeBuffers {
     /// `can_grow` in all.
     /// The first buffer ahead is asked for at once, so that it is ready
     /// when the writer hands its first buffer on.
-    pub fn new(free: Receiver<StagingBuffer>, grow: Option<Sender<()>>, can_grow: usize) -> Self {
+    pub fn new(free: Receiver<StagingBuffer>, grow: Option<Growth>, can_grow: usize) -> Self {
         let mut pool = FreeBuffers {
             free,
             ready: VecDeque::new(),
             grow,
+            asked: 0,
             can_grow,
             budget: usize::MAX,
             had: 1,
@@ -218,7 +261,11 @@ impl FreeBuffers {
             return;
         }
         if let Some(grow) = &self.grow {
-            if grow.send(()).is_ok() {
+            if grow.made.load(Ordering::Acquire) < self.asked {
+                return; // one is on its way (see the module's comment)
+            }
+            if grow.ask.send(()).is_ok() {
+                self.asked += 1;
                 self.can_grow -= 1;
                 self.had += 1;
             }
@@ -229,7 +276,6 @@ impl FreeBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc::channel;
 
     fn buffer() -> StagingBuffer {
         StagingBuffer::Host {
@@ -241,23 +287,59 @@ mod tests {
 
     /// A pool of one buffer that may grow to `limit`, with the allocator
     /// played by the test: (pool, where buffers come back, growth asked).
-    fn pool(limit: usize) -> (FreeBuffers, Sender<StagingBuffer>, Receiver<()>) {
+    fn pool(limit: usize) -> (FreeBuffers, Sender<StagingBuffer>, Orders) {
         let (free_tx, free_rx) = channel();
-        let (grow_tx, grow_rx) = channel();
+        let (growth, orders) = growth();
         free_tx.send(buffer()).unwrap();
         (
-            FreeBuffers::new(free_rx, Some(grow_tx), limit - 1),
+            FreeBuffers::new(free_rx, Some(growth), limit - 1),
             free_tx,
-            grow_rx,
+            orders,
         )
     }
 
     /// Answers every request for growth with a new buffer; how many.
-    fn allocate(asked: &Receiver<()>, free: &Sender<StagingBuffer>) -> usize {
-        asked
+    fn allocate(orders: &Orders, free: &Sender<StagingBuffer>) -> usize {
+        orders
+            .asked
             .try_iter()
-            .map(|()| free.send(buffer()).unwrap())
+            .map(|()| {
+                orders.made_one();
+                free.send(buffer()).unwrap()
+            })
             .count()
+    }
+
+    #[test]
+    fn a_writer_that_retries_while_a_buffer_is_on_its_way_asks_for_no_more() {
+        let (mut pool, free, asked) = pool(16);
+        let first = pool.try_take().ok().flatten().expect("the first buffer");
+        // The buffer ahead, asked for at create, takes its time: the
+        // writer, done with the first, retries many times meanwhile.
+        for _ in 0..50 {
+            assert!(pool.try_take().ok().flatten().is_none());
+        }
+        assert!(pool
+            .take_within(Duration::from_millis(1))
+            .ok()
+            .flatten()
+            .is_none());
+        assert_eq!(
+            allocate(&asked, &free),
+            1,
+            "one buffer asked for, not one per retry"
+        );
+        let second = pool.try_take().ok().flatten().expect("the buffer ahead");
+        assert_eq!(allocate(&asked, &free), 1, "the next one ahead");
+        // Taken while waiting: the one after is asked for as it arrives.
+        drop((first, second));
+        assert!(pool
+            .take_within(Duration::from_millis(1))
+            .ok()
+            .flatten()
+            .is_some());
+        assert_eq!(allocate(&asked, &free), 1);
+        assert_eq!(pool.had, 4);
     }
 
     #[test]

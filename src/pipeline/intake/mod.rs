@@ -8,7 +8,7 @@
 
 mod cursor;
 mod frame_metadata;
-mod free;
+pub(super) mod free;
 mod skip;
 
 pub use cursor::ArrayIntake;
