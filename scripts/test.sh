@@ -47,13 +47,15 @@ trap 'echo "scripts/test.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >
 step "set-up: system tools, Rust components, Python venv"
 scripts/setup-tools.sh
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-# What takes long to set up and is needed later runs in the background,
-# each with its log, and is waited for where it is first needed: the tools
-# built from source (the S3-compatible server of the object store tests,
-# mdBook for the guide) and the Windows toolchain (apt; setup-tools.sh's
-# apt above is done, so the two never wait for apt's lock). Their builds
-# fill the cores while the Python wheels below download and unpack, and
-# clippy's and the release build's while the packages download.
+# What takes long to set up runs in the background, each with its log:
+# the tools built from source (the S3-compatible server of the object store
+# tests, mdBook for the guide), whose builds fill the cores while the
+# Python wheels below download and unpack, waited for before the first
+# build of the crate (built beside it, they slowed clippy and the release
+# build by more than they saved); and the Windows toolchain, Debian's
+# packages (mostly download and unpacking: setup-tools.sh's apt above is
+# done, so the two never wait for apt's lock), waited for at the Windows
+# step.
 setup_logs=$(mktemp -d)
 declare -A setup_jobs
 scripts/setup-s3-server.sh >"$setup_logs/s3" 2>&1 & setup_jobs[s3]=$!
@@ -72,6 +74,11 @@ PY=$(scripts/setup-python.sh | tail -1)
 # The CUDA compiler, so that every run also compiles the GPU kernels.
 NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
 export NVCC TZ_REQUIRE_KERNELS=1
+wait_setup s3
+wait_setup docs
+# The S3-compatible server's binary (s3s-fs), the last line of its set-up.
+TZ_S3FS_BIN=$(tail -1 "$setup_logs/s3")
+export TZ_S3FS_BIN
 # The second S3-compatible server, moto's, runs from the venv. The
 # credentials the tests and the readers use with the S3-compatible servers
 # (test values: nothing else accepts them). No instance metadata is ever
@@ -114,10 +121,6 @@ printf '[default]\nregion = %s\n' "$AWS_REGION" >"$work/aws-config"
 export AWS_SHARED_CREDENTIALS_FILE="$work/aws-credentials" AWS_CONFIG_FILE="$work/aws-config"
 
 step "cargo test"
-wait_setup s3
-# The S3-compatible server's binary (s3s-fs), the last line of its set-up.
-TZ_S3FS_BIN=$(tail -1 "$setup_logs/s3")
-export TZ_S3FS_BIN
 export TZ_S3_TESTS_RAN="$work/s3-tests-ran"
 # The Python binding has no Rust tests (it links against the interpreter
 # that loads it); the Python step tests it, built by maturin.
@@ -304,7 +307,6 @@ step "Python package: wheel, fresh venv, pytest, example"
 scripts/test-python.sh "$work/python"
 
 step "the guide: figures current with the records, mdBook build, links and README programs (scripts/docs.sh)"
-wait_setup docs
 scripts/docs.sh
 
 step "Windows: cross-built, tested under Wine (scripts/test-windows.sh)"
