@@ -34,6 +34,9 @@ set -Eeuo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 trap 'echo "scripts/build-wheels.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >&2' ERR
+# Temporary folders, removed at exit whether the build passed or failed.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 step() { printf '\n=== wheels: %s\n' "$*" >&2; }
 usage() { echo "usage: $0 [--linux-only | --no-windows | --windows] [OUT_DIR]" >&2; exit 2; }
 
@@ -76,13 +79,13 @@ t0=$(date +%s)
 # compiled there by the system's compiler is linked against glibc 2.17's
 # symbols too: a call glibc 2.17 lacks is caught below.
 "$PY" -c 'import ziglang' || { echo "no ziglang package in $PY's venv" >&2; exit 1; }
-zigcc=$(mktemp -d)
+zigcc="$scratch/zig-linker"
+mkdir -p "$zigcc"
 printf '#!/bin/sh\nexport CARGO_ZIGBUILD_ZIG_COMMAND=%q CARGO_ZIGBUILD_ZIG_COMMAND_ARGS="-m ziglang"\nexec %q zig cc -- -g -fno-sanitize=all -target x86_64-linux-gnu.2.17 "$@"\n' \
     "$PY" "$bin/maturin" >"$zigcc/cc"
 chmod +x "$zigcc/cc"
 PATH="$zigcc:$bin:$PATH" "$bin/maturin" build --release --quiet \
     --compatibility manylinux2014 -m python/Cargo.toml -o "$out" >&2
-rm -rf "$zigcc"
 wheel="$out/tiledzarr-$version-cp310-abi3-$linux_tag.whl"
 [[ -f "$wheel" ]] || { echo "no $(basename "$wheel") in $out:" >&2; ls "$out" >&2; exit 1; }
 echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $(($(date +%s) - t0)) s" >&2
@@ -99,7 +102,8 @@ if grep -qi 'external shared libraries are required' <<<"$flat"; then
     echo "the wheel needs shared libraries outside the manylinux allow-list" >&2
     exit 1
 fi
-x=$(mktemp -d)
+x="$scratch/wheel"
+mkdir -p "$x"
 "$PY" -m zipfile -e "$wheel" "$x"
 so=$(echo "$x"/tiledzarr/_native*.so)
 needed=$(objdump -p "$so" | awk '$1 == "NEEDED" {print $2}')

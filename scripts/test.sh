@@ -311,7 +311,6 @@ scripts/docs.sh
 
 step "Windows: cross-built, tested under Wine (scripts/test-windows.sh)"
 wait_setup windows
-rm -rf "$setup_logs"
 TZ_PY="$PY" scripts/test-windows.sh "$work/windows"
 
 step "all tests passed"
