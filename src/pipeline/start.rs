@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 /// How long create waits for a GPU stream's second staging buffer, past
 /// which the stream starts without it: several times what one takes (512
-/// MiB 0.1-0.3 s, 1 GiB up to 0.6 s on an H100 machine), and a bound on
-/// what create loses where the allocation fails (the allocator's thread
-/// then leaves the stream with fewer buffers, and says nothing).
+/// MiB 0.1-0.3 s, 1 GiB up to 0.6 s on an H100 machine). Where the
+/// allocation fails, the allocator's thread ends and the wait with it: the
+/// stream starts with the buffer it has.
 const STAGING_AT_CREATE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Threads that share a large write's copy into staging memory. Feeding a

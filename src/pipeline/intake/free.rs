@@ -46,6 +46,10 @@ const SHRINK_WINDOW: Duration = Duration::from_secs(10);
 /// compressed.
 const SHRINK_FLOOR: usize = 2;
 
+/// How often a wait for the buffers asked for at create looks whether the
+/// allocator's thread gave up.
+const ALLOCATOR_CHECK: Duration = Duration::from_millis(10);
+
 /// The free pool ended: the pipeline's threads are gone.
 pub struct Gone;
 
@@ -57,7 +61,9 @@ pub struct Growth {
 }
 
 /// The allocator's thread's end: one message on `asked` per buffer to
-/// make; [`Orders::made_one`] as each is done, before it is sent.
+/// make; [`Orders::made_one`] as each is done, before it is sent. Dropped
+/// when that thread ends, which the pool sees (a buffer it could not
+/// allocate is not waited for).
 pub struct Orders {
     pub asked: Receiver<()>,
     made: Arc<AtomicUsize>,
@@ -66,6 +72,19 @@ pub struct Orders {
 impl Orders {
     pub fn made_one(&self) {
         self.made.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl Growth {
+    /// Whether the allocator's thread has ended (its [`Orders`] dropped):
+    /// after a buffer it could not allocate, what was asked of it and not
+    /// made never comes.
+    fn allocator_ended(&self) -> bool {
+        Arc::strong_count(&self.made) == 1
+    }
+
+    fn made(&self) -> usize {
+        self.made.load(Ordering::Acquire)
     }
 }
 
@@ -194,16 +213,37 @@ impl FreeBuffers {
         let until = Instant::now() + wait;
         self.collect()?;
         while self.ready.len() < count.min(self.had) {
-            match self
-                .free
-                .recv_timeout(until.saturating_duration_since(Instant::now()))
-            {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.forget_unmade() {
+                break;
+            }
+            // In short turns: an allocator's thread that gives up says so
+            // only by ending.
+            match self.free.recv_timeout(left.min(ALLOCATOR_CHECK)) {
                 Ok(buf) => self.ready.push_back(buf),
-                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Err(Gone),
             }
         }
         Ok(())
+    }
+
+    /// When the allocator's thread has ended with buffers asked of it and
+    /// not made, stops counting them and growing (the stream goes on with
+    /// the buffers it has, as the module's comment says); whether it did.
+    fn forget_unmade(&mut self) -> bool {
+        let Some(grow) = &self.grow else {
+            return false;
+        };
+        if !grow.allocator_ended() {
+            return false;
+        }
+        let unmade = self.asked.saturating_sub(grow.made());
+        self.had -= unmade.min(self.had.saturating_sub(1));
+        self.asked -= unmade;
+        self.can_grow = 0;
+        self.grow = None;
+        true
     }
 
     /// No more growth: the stream is flushing or going away (this also
@@ -261,7 +301,7 @@ impl FreeBuffers {
             return;
         }
         if let Some(grow) = &self.grow {
-            if grow.made.load(Ordering::Acquire) < self.asked {
+            if grow.made() < self.asked {
                 return; // one is on its way (see the module's comment)
             }
             if grow.ask.send(()).is_ok() {
@@ -463,5 +503,42 @@ mod tests {
         drop(free);
         assert!(pool.try_take().is_err());
         assert!(pool.take_within(Duration::from_millis(1)).is_err());
+    }
+
+    #[test]
+    fn a_wait_at_create_ends_when_the_allocator_gives_up() {
+        // The buffer ahead is made while create waits for it.
+        let (mut waiting, free, asked) = pool(4);
+        let maker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            allocate(&asked, &free);
+            (asked, free)
+        });
+        waiting
+            .wait_until_free(2, Duration::from_secs(5))
+            .ok()
+            .expect("the pipeline is there");
+        assert_eq!(waiting.ready.len(), 2, "the buffer ahead came");
+        let (_asked, _free) = maker.join().unwrap();
+
+        // The allocator cannot make it (its thread ends): the wait does
+        // not last its whole bound, and the stream goes on with what it
+        // has, asking for no more.
+        let (mut pool, free, asked) = pool(4);
+        drop(asked);
+        let start = Instant::now();
+        pool.wait_until_free(2, Duration::from_secs(5))
+            .ok()
+            .expect("the pipeline is there");
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!((pool.ready.len(), pool.had), (1, 1));
+        let only = pool.try_take().ok().flatten().expect("the first buffer");
+        assert!(pool.try_take().ok().flatten().is_none());
+        free.send(only).unwrap();
+        assert!(pool.try_take().ok().flatten().is_some(), "it is reused");
     }
 }
