@@ -145,8 +145,11 @@ fn stages(c: &mut Criterion) {
             epoch.epoch = e;
             e += 1;
             let mut bytes = 0usize;
-            asm.push(&epoch, &mut |s| {
-                bytes += s.data.len() + s.index.len();
+            asm.push(&epoch, &mut |row| {
+                bytes += row
+                    .iter()
+                    .map(|s| s.data.len() + s.index.len())
+                    .sum::<usize>();
                 Ok::<(), tiledzarr::Error>(())
             })
             .unwrap();

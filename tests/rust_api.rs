@@ -184,3 +184,77 @@ fn without_a_driver_the_gpu_backend_names_the_library() {
     assert_eq!(kind, tiledzarr::backend::BackendKind::Cpu);
     assert!(reason.contains(driver), "{reason}");
 }
+
+#[test]
+fn a_store_writes_each_shard_of_a_row_as_the_sink_beside_it_got_it() {
+    // Rows of 3 x 4 shards (two epochs each), each shard's chunks of its
+    // own sizes: the store writes a row's files on several threads.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("rows.zarr");
+    let config = Config::from_json(&format!(
+        r#"{{"dtype": "uint16", "dimensions": [
+            {{"size": 0, "tile": 4, "tiles_per_shard": 2}},
+            {{"size": 48, "tile": 8, "tiles_per_shard": 2}},
+            {{"size": 64, "tile": 8, "tiles_per_shard": 2}}],
+            "store": {{"path": {:?}}}}}"#,
+        root
+    ))
+    .unwrap();
+    let got = Arc::new(Mutex::new(Vec::<(Vec<u64>, Vec<u8>)>::new()));
+    let seen = got.clone();
+    let sink = move |shard: &Shard<'_>| -> tiledzarr::Result<()> {
+        seen.lock()
+            .unwrap()
+            .push((shard.coord.to_vec(), shard.parts().concat()));
+        Ok(())
+    };
+    let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+    let mut state = 1u32;
+    let frame: Vec<u8> = (0..48 * 64 * 2 * 20)
+        .map(|i| {
+            // Noise in the low bytes, structure in the high ones.
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            if i % 2 == 0 {
+                (state >> 24) as u8
+            } else {
+                (i / 997) as u8
+            }
+        })
+        .collect();
+    assert_eq!(s.write_blocking(&frame, None).unwrap(), frame.len());
+    let summary = s.finish().unwrap();
+    let got = got.lock().unwrap();
+    // 20 frames: two full rows and a partial one of 4 planes.
+    assert_eq!(got.len(), 3 * 12);
+    assert_eq!(
+        summary.metrics.shards,
+        got.len() as u64,
+        "each shard counted once"
+    );
+    for (coord, bytes) in got.iter() {
+        let path = coord
+            .iter()
+            .fold(root.join("c"), |p, c| p.join(c.to_string()));
+        let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            file == *bytes,
+            "{} differs from the shard the sink got",
+            path.display()
+        );
+    }
+    let files = walk(&root.join("c"));
+    assert_eq!(
+        files,
+        got.len(),
+        "no other files (a partial one left behind)"
+    );
+}
+
+/// Files below `dir`.
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| if p.is_dir() { walk(&p) } else { 1 })
+        .sum()
+}

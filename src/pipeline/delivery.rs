@@ -8,7 +8,7 @@ use crate::layout::Layout;
 use crate::metadata::frame_metadata::FrameMetadataArray;
 use crate::pipeline::intake::MetadataRow;
 use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
-use crate::sink::ShardSink;
+use crate::sink::{ShardProgress, ShardSink};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -133,23 +133,31 @@ impl DeliveryThread {
     }
 }
 
-/// Emits a shard through `sink`, counting it in the metrics. A stream
-/// destroyed without its flush stops here, between two shards of a row:
-/// only the sink call under way when it was destroyed completes.
+/// Emits a row of shards through `sink`, counting each in the metrics. A
+/// stream destroyed without its flush stops here, between two shards: only
+/// the shards being written when it was destroyed complete.
 fn counted<'a>(
     sink: &'a mut dyn ShardSink,
     shared: &'a Shared,
-) -> impl FnMut(Shard<'_>) -> Result<()> + 'a {
-    move |shard| {
-        if shared.cancel.load(Relaxed) {
+) -> impl FnMut(&[Shard<'_>]) -> Result<()> + 'a {
+    move |shards| sink.emit_row(shards, &Counted(shared))
+}
+
+struct Counted<'a>(&'a Shared);
+
+impl ShardProgress for Counted<'_> {
+    fn proceed(&self) -> Result<()> {
+        if self.0.cancel.load(Relaxed) {
             return Err(Error::Internal(
                 "the stream was destroyed before its flush".into(),
             ));
         }
-        sink.emit(&shard)?;
-        shared
+        Ok(())
+    }
+
+    fn written(&self, shard: &Shard<'_>) {
+        self.0
             .metrics
             .add_shard((shard.data.len() + shard.index.len()) as u64);
-        Ok(())
     }
 }

@@ -34,8 +34,15 @@ pub struct ShardAssembler {
     /// The shard row being filled, if any epoch of it has arrived.
     row: Option<u64>,
     rows_emitted: u64,
-    coord: Vec<u64>,
-    index_bytes: Vec<u8>,
+    out: RowOut,
+}
+
+/// Where a row's shards are described as they are handed on together.
+struct RowOut {
+    /// The coordinates of the row's shards, `rank` each.
+    coords: Vec<u64>,
+    /// The serialized indexes of the row's shards, one after another.
+    indexes: Vec<u8>,
 }
 
 impl ShardAssembler {
@@ -56,8 +63,17 @@ impl ShardAssembler {
                 index: ShardIndex::new(chunks)?,
             });
         }
-        let mut index_bytes = Vec::new();
-        try_reserve(&mut index_bytes, layout.index_bytes(), "a shard index")?;
+        let shards_n = layout.shards_per_row() as usize;
+        let coords = try_filled(
+            shards_n.saturating_mul(layout.rank()),
+            0,
+            "shard coordinates",
+        )?;
+        let indexes = try_filled(
+            shards_n.saturating_mul(layout.index_bytes()),
+            0,
+            "a shard row's indexes",
+        )?;
         let row_bytes = usize::try_from(row_data_bytes(layout, max_chunk))
             .map_err(|_| Error::OutOfMemory("a shard row exceeds the address space".into()))?;
         Ok(ShardAssembler {
@@ -70,8 +86,7 @@ impl ShardAssembler {
             shards,
             row: None,
             rows_emitted: 0,
-            coord: vec![0; layout.rank()],
-            index_bytes,
+            out: RowOut { coords, indexes },
         })
     }
 
@@ -93,9 +108,13 @@ impl ShardAssembler {
     /// is complete).
     pub fn memory_bytes(layout: &Layout, max_chunk: u64) -> u64 {
         let shards = layout.shards_per_row();
-        let tables = layout.shard_major_len()
-            + shards * (layout.chunks_per_shard() * 16 + std::mem::size_of::<ActiveShard>() as u64)
-            + layout.index_bytes() as u64;
+        // Per shard: its index under construction and serialized, its
+        // coordinates, its state and its entry in the row handed on.
+        let per_shard = layout.chunks_per_shard() * 16
+            + layout.index_bytes() as u64
+            + 8 * layout.rank() as u64
+            + (std::mem::size_of::<ActiveShard>() + std::mem::size_of::<Shard<'_>>()) as u64;
+        let tables = layout.shard_major_len() + shards * per_shard;
         tables.saturating_add(shards.saturating_mul(row_data_bytes(layout, max_chunk)))
     }
 
@@ -109,7 +128,7 @@ impl ShardAssembler {
     pub fn push<E: From<Error>>(
         &mut self,
         epoch: &CompressedEpoch,
-        emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
+        emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
     ) -> Result<bool, E> {
         let (row, first_chunk) = self.layout.epoch_in_shard_row(epoch.epoch);
         debug_assert!(self.row.is_none_or(|r| r == row), "epochs out of order");
@@ -159,28 +178,21 @@ impl ShardAssembler {
         Ok(false)
     }
 
-    fn emit_epoch_row<E>(
+    fn emit_epoch_row<E: From<Error>>(
         &mut self,
         row: u64,
         epoch: &CompressedEpoch,
-        emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
+        emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
     ) -> Result<(), E> {
         let per_shard = self.layout.chunks_per_shard_epoch() as usize;
-        let shift = self.index_shift();
         for k in 0..self.shards.len() {
             let index = &mut self.shards[k].index;
             index_epoch(index, &self.present, epoch, k, per_shard, 0, 0);
-            index.serialize(shift, &mut self.index_bytes);
-            index.clear();
-            self.layout.shard_coord(row, k as u64, &mut self.coord);
-            emit(Shard {
-                coord: &self.coord,
-                data: epoch.shard_data(k, per_shard),
-                index: &self.index_bytes,
-                index_at_start: self.index_at_start,
-                level: self.level,
-                array: self.array,
-            })?;
+        }
+        self.describe_row(row);
+        self.hand_on(&|k| epoch.shard_data(k, per_shard), emit)?;
+        for shard in &mut self.shards {
+            shard.index.clear();
         }
         self.rows_emitted += 1;
         Ok(())
@@ -188,9 +200,9 @@ impl ShardAssembler {
 
     /// Emits the row in progress, if any: the partial shards of a stream
     /// that ends before its shard row is full. Their missing chunks stay empty.
-    pub fn finish<E>(
+    pub fn finish<E: From<Error>>(
         &mut self,
-        emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>,
+        emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
     ) -> Result<bool, E> {
         if self.row.is_none() {
             return Ok(false);
@@ -199,25 +211,57 @@ impl ShardAssembler {
         Ok(true)
     }
 
-    fn emit_row<E>(&mut self, emit: &mut dyn FnMut(Shard<'_>) -> Result<(), E>) -> Result<(), E> {
+    fn emit_row<E: From<Error>>(
+        &mut self,
+        emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
+    ) -> Result<(), E> {
         let row = self.row.take().expect("a row is in progress");
-        let shift = self.index_shift();
-        for (k, shard) in self.shards.iter_mut().enumerate() {
-            self.layout.shard_coord(row, k as u64, &mut self.coord);
-            shard.index.serialize(shift, &mut self.index_bytes);
-            emit(Shard {
-                coord: &self.coord,
-                data: &shard.data,
-                index: &self.index_bytes,
-                index_at_start: self.index_at_start,
-                level: self.level,
-                array: self.array,
-            })?;
+        self.describe_row(row);
+        let shards = &self.shards;
+        self.hand_on(&|k| &shards[k].data, emit)?;
+        for shard in &mut self.shards {
             shard.data.clear();
             shard.index.clear();
         }
         self.rows_emitted += 1;
         Ok(())
+    }
+
+    /// Serializes the indexes of row `row`'s shards and their coordinates.
+    fn describe_row(&mut self, row: u64) {
+        let rank = self.layout.rank();
+        let index_len = self.layout.index_bytes();
+        let shift = self.index_shift();
+        let out = &mut self.out;
+        for (k, shard) in self.shards.iter().enumerate() {
+            let room = &mut out.indexes[k * index_len..(k + 1) * index_len];
+            shard.index.serialize(shift, room);
+            let coord = &mut out.coords[k * rank..(k + 1) * rank];
+            self.layout.shard_coord(row, k as u64, coord);
+        }
+    }
+
+    /// Hands the row [`ShardAssembler::describe_row`] described to `emit`
+    /// at once, shard `k`'s chunks being `data(k)`.
+    fn hand_on<'d, E: From<Error>>(
+        &self,
+        data: &dyn Fn(usize) -> &'d [u8],
+        emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let n = self.shards.len();
+        let rank = self.layout.rank();
+        let index_len = self.layout.index_bytes();
+        let mut row_shards = Vec::new();
+        try_reserve(&mut row_shards, n, "a shard row").map_err(E::from)?;
+        row_shards.extend((0..n).map(|k| Shard {
+            coord: &self.out.coords[k * rank..(k + 1) * rank],
+            data: data(k),
+            index: &self.out.indexes[k * index_len..(k + 1) * index_len],
+            index_at_start: self.index_at_start,
+            level: self.level,
+            array: self.array,
+        }));
+        emit(&row_shards)
     }
 }
 

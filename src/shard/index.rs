@@ -27,22 +27,28 @@ impl ShardIndex {
         self.pairs.fill([EMPTY; 2]);
     }
 
-    /// Serializes into `out` (cleared first); every stored offset is moved
+    /// Bytes [`ShardIndex::serialize`] writes: 16 per chunk and the crc32c.
+    pub fn serialized_len(&self) -> usize {
+        self.pairs.len() * 16 + 4
+    }
+
+    /// Serializes into `out`, which holds exactly
+    /// [`ShardIndex::serialized_len`] bytes; every stored offset is moved
     /// by `shift` (the index's own size when it precedes the data).
-    pub fn serialize(&self, shift: u64, out: &mut Vec<u8>) {
-        out.clear();
-        out.reserve(self.pairs.len() * 16 + 4);
-        for &[offset, nbytes] in &self.pairs {
+    pub fn serialize(&self, shift: u64, out: &mut [u8]) {
+        assert_eq!(out.len(), self.serialized_len(), "a shard index's room");
+        let (pairs, crc_at) = out.split_at_mut(self.pairs.len() * 16);
+        for (&[offset, nbytes], entry) in self.pairs.iter().zip(pairs.chunks_exact_mut(16)) {
             let offset = if offset == EMPTY {
                 EMPTY
             } else {
                 offset + shift
             };
-            out.extend_from_slice(&offset.to_le_bytes());
-            out.extend_from_slice(&nbytes.to_le_bytes());
+            entry[..8].copy_from_slice(&offset.to_le_bytes());
+            entry[8..].copy_from_slice(&nbytes.to_le_bytes());
         }
-        let crc = crc32c::crc32c(out);
-        out.extend_from_slice(&crc.to_le_bytes());
+        let crc = crc32c::crc32c(pairs);
+        crc_at.copy_from_slice(&crc.to_le_bytes());
     }
 }
 
@@ -54,7 +60,7 @@ mod tests {
     fn serialized_index_has_pairs_then_crc() {
         let mut ix = ShardIndex::new(3).unwrap();
         ix.set(1, 10, 5);
-        let mut out = Vec::new();
+        let mut out = vec![0xAA; ix.serialized_len()];
         ix.serialize(100, &mut out);
         assert_eq!(out.len(), 3 * 16 + 4);
         assert_eq!(&out[0..8], &EMPTY.to_le_bytes());

@@ -33,11 +33,35 @@ pub struct StreamHooks {
     pub attributes: Arc<SharedAttributes>,
 }
 
+/// What the pipeline asks around each shard of a row that a sink writes,
+/// on whichever thread writes it.
+pub trait ShardProgress: Sync {
+    /// Before each shard: an error (the stream is being destroyed) stops
+    /// the row there, and the sink returns it.
+    fn proceed(&self) -> Result<()>;
+    /// After each shard is written.
+    fn written(&self, shard: &Shard<'_>);
+}
+
 /// Receives complete shards, one call at a time, in completion order, on a
 /// library thread.
 pub trait ShardSink: Send {
     /// Takes one complete shard; the bytes are borrowed for this call only.
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()>;
+
+    /// Takes the complete shards of one row, which are independent of each
+    /// other; the bytes are borrowed for this call only. `progress` is
+    /// asked before and told after each shard. The default emits them one
+    /// after another and stops at the first error; a sink that writes
+    /// several at once (a folder store) does so here.
+    fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+        for shard in shards {
+            progress.proceed()?;
+            self.emit(shard)?;
+            progress.written(shard);
+        }
+        Ok(())
+    }
 
     /// Every plane along dimension 0 of array `array`'s level `level`
     /// below `planes` now lies in emitted shards (called after each
@@ -93,6 +117,17 @@ impl ShardSink for Tee {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.emit(shard))
     }
+    /// The row to each sink in turn (a store among them writes it on its
+    /// threads); the last one's shards are the ones counted.
+    fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+        let Some((last, first)) = self.0.split_last_mut() else {
+            return Ok(());
+        };
+        for sink in first {
+            sink.emit_row(shards, &Uncounted(progress))?;
+        }
+        last.emit_row(shards, progress)
+    }
     fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
         self.0
             .iter_mut()
@@ -115,6 +150,16 @@ impl ShardSink for Tee {
     fn has_work_left(&self) -> bool {
         self.0.iter().any(|s| s.has_work_left())
     }
+}
+
+/// Asks as `0` does before each shard, and counts nothing.
+struct Uncounted<'a>(&'a dyn ShardProgress);
+
+impl ShardProgress for Uncounted<'_> {
+    fn proceed(&self) -> Result<()> {
+        self.0.proceed()
+    }
+    fn written(&self, _shard: &Shard<'_>) {}
 }
 
 impl<F> ShardSink for F

@@ -11,7 +11,8 @@
 //! the end of each shard row, waits for them all and flushes each folder
 //! they were renamed into once.
 
-use super::{put_in_place, sync_folder, PATIENCE};
+use super::files::{put_in_place, sync_folder};
+use super::PATIENCE;
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;

@@ -11,36 +11,40 @@
 //! an earlier store's own files, a failed create removes what it made, and a
 //! store folder that vanishes or is replaced poisons the stream.
 
+mod files;
 mod flusher;
 mod lock;
 mod ownership;
 mod recover;
+mod writers;
 
 pub use lock::LOCK_FILE;
 pub use recover::{recover, Recovery};
 
 use super::images::Images;
-use super::{ShardSink, SharedAttributes, StreamHooks};
+use super::{ShardProgress, ShardSink, SharedAttributes, StreamHooks};
 use crate::config::Plan;
 use crate::error::{Error, Result};
+use crate::memory::try_reserve;
 use crate::metadata::Document;
-use crate::platform::{self, FileId};
+use crate::platform::FileId;
 use crate::shard::Shard;
+use files::{sync_folder, write_atomically, write_shard};
 use flusher::Flusher;
 use lock::StoreLock;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use writers::Writers;
 
 /// fsync calls made by every store of this process: how a test sees that
 /// durability is asked of the disk (or not) without tracing system calls.
 static SYNC_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// How long a file's replacement waits for a reader that holds the old one
-/// (Windows; see [`platform::replace_file`]): shards, and `zarr.json` at
+/// (Windows; see [`crate::platform::replace_file`]): shards, and `zarr.json` at
 /// create and at the end.
 const PATIENCE: Duration = Duration::from_secs(2);
 /// The same for a `zarr.json` update while streaming, which a later row
@@ -61,6 +65,8 @@ pub struct FsStore {
     fsync: bool,
     /// With `fsync`: flushes shard files on threads of its own.
     flusher: Option<Flusher>,
+    /// Writes the shards of a row on threads of its own.
+    writers: Writers,
     /// The arrays, and each level's dimension-0 extent last written to
     /// its `zarr.json`.
     images: Images,
@@ -70,7 +76,6 @@ pub struct FsStore {
     /// The folder of the last shard written: the next shard of a row
     /// usually shares it, so it need not be created again.
     last_folder: PathBuf,
-    key: PathBuf,
     /// How long the next `zarr.json` replacement may wait for a reader:
     /// none while an earlier update waits for one to let go.
     metadata_patience: Duration,
@@ -141,13 +146,13 @@ impl FsStore {
             identity,
             fsync,
             flusher: if fsync { Some(Flusher::new()?) } else { None },
+            writers: Writers::new()?,
             images,
             attributes: Arc::new(SharedAttributes::new(
                 plan.shared().image.attributes.clone(),
             )),
             attributes_seen: 0,
             last_folder: PathBuf::new(),
-            key: PathBuf::new(),
             metadata_patience: PATIENCE,
             _lock: lock,
         };
@@ -190,7 +195,7 @@ impl FsStore {
     ///
     /// While streaming (`Update::WhenFree`) a `zarr.json` that a reader
     /// holds open beyond [`STREAMING_PATIENCE`] (Windows, a reader without
-    /// delete sharing: see [`platform::replace_file`]) keeps its old extent
+    /// delete sharing: see [`crate::platform::replace_file`]) keeps its old extent
     /// and is tried again, once, at each next row; at the end it must be
     /// replaced within [`PATIENCE`].
     fn update_metadata(&mut self, array: u32, level: u32, planes: u64, when: Update) -> Result<()> {
@@ -251,6 +256,43 @@ impl FsStore {
         ))
     }
 
+    /// The path of `shard`'s file.
+    fn shard_key(&self, shard: &Shard<'_>) -> PathBuf {
+        let mut key = self
+            .root
+            .join(self.images.chunks_key(shard.array, shard.level));
+        let (file, dirs) = shard.coord.split_last().expect("rank >= 1");
+        for c in dirs {
+            key.push(c.to_string());
+        }
+        key.push(file.to_string());
+        key
+    }
+
+    /// After shards were written at their keys: a failure because the
+    /// folder went away meanwhile says so, and the shards that landed in a
+    /// folder put in the store's place are taken back out of it.
+    fn after_writing<'k>(
+        &self,
+        written: impl Iterator<Item = (&'k PathBuf, &'k Result<()>)> + Clone,
+    ) -> Result<()> {
+        let gone = self.check_folder();
+        if gone.is_err() {
+            for (key, _) in written.filter(|(_, w)| w.is_ok()) {
+                let _ = fs::remove_file(key);
+            }
+        }
+        gone
+    }
+
+    /// Creates the folder a shard's file goes in.
+    fn create_folder_of(&mut self, key: &Path) -> Result<()> {
+        match key.parent() {
+            Some(folder) => self.create_shard_folder(folder),
+            None => Ok(()),
+        }
+    }
+
     /// Creates the folders of a shard key below the store folder (never
     /// the store folder itself: a vanished store must not be re-created).
     fn create_shard_folder(&mut self, folder: &Path) -> Result<()> {
@@ -277,35 +319,46 @@ impl FsStore {
 impl ShardSink for FsStore {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
         self.check_folder()?;
-        let mut key = std::mem::take(&mut self.key);
-        key.clear();
-        key.push(&self.root);
-        key.push(self.images.chunks_key(shard.array, shard.level));
-        let (file, dirs) = shard.coord.split_last().expect("rank >= 1");
-        for c in dirs {
-            key.push(c.to_string());
-        }
-        let folder = self.create_shard_folder(&key);
-        key.push(file.to_string());
-        let written = folder.and_then(|()| match &self.flusher {
-            Some(flusher) => write_temporary(&key, &shard.parts())
-                .and_then(|(file, tmp)| flusher.submit(file, tmp, key.clone())),
-            None => write_atomically(&key, &shard.parts(), self.fsync, PATIENCE),
-        });
-        self.key = key;
-        // A failure because the folder went away meanwhile says so; a
-        // shard that landed in a folder put in the store's place is taken
-        // back out of it.
-        match (written, self.check_folder()) {
-            (Err(e), Ok(())) => Err(e),
-            (Ok(()), Ok(())) => Ok(()),
-            (written, Err(gone)) => {
-                if written.is_ok() {
-                    let _ = fs::remove_file(&self.key);
-                }
-                Err(gone)
+        let key = self.shard_key(shard);
+        let written = self
+            .create_folder_of(&key)
+            .and_then(|()| write_shard(&key, shard, self.flusher.as_ref(), self.fsync));
+        self.after_writing(std::iter::once((&key, &written)))?;
+        written
+    }
+
+    fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+        if shards.len() < 2 || !self.writers.parallel() {
+            for shard in shards {
+                progress.proceed()?;
+                self.emit(shard)?;
+                progress.written(shard);
             }
+            return Ok(());
         }
+        self.check_folder()?;
+        // The keys and folders here (the shards of a row share a few
+        // folders), the files on the store's threads.
+        let mut keys = Vec::new();
+        try_reserve(&mut keys, shards.len(), "a shard row's paths")?;
+        for shard in shards {
+            let key = self.shard_key(shard);
+            self.create_folder_of(&key)
+                .map_err(|e| self.check_folder().err().unwrap_or(e))?;
+            keys.push(key);
+        }
+        let (flusher, fsync) = (self.flusher.as_ref(), self.fsync);
+        let written = self
+            .writers
+            .run(shards.len(), |i| {
+                progress.proceed()?;
+                write_shard(&keys[i], &shards[i], flusher, fsync)?;
+                progress.written(&shards[i]);
+                Ok(())
+            })
+            .expect("the store writes on threads of its own");
+        self.after_writing(keys.iter().zip(&written))?;
+        written.into_iter().collect()
     }
 
     fn attach(&mut self, hooks: &StreamHooks) {
@@ -347,76 +400,6 @@ enum Update {
     WhenFree,
     /// At the end: it must land now.
     Now,
-}
-
-/// Writes `parts` to `path` through a temporary file renamed into place;
-/// with `fsync`, the file's bytes and then its folder's entry reach the
-/// disk before this returns.
-fn write_atomically(path: &Path, parts: &[&[u8]], fsync: bool, patience: Duration) -> Result<()> {
-    let (f, tmp) = write_temporary(path, parts)?;
-    put_in_place(f, &tmp, path, fsync, patience)?;
-    match path.parent() {
-        Some(folder) if fsync => sync_folder(folder),
-        _ => Ok(()),
-    }
-}
-
-/// Renames the temporary file `tmp` (open as `file`) to `path`, with
-/// `fsync` after flushing its bytes to the disk, waiting up to `patience`
-/// for a reader that holds `path` (see [`platform::replace_file`]); on
-/// failure the temporary file is removed.
-fn put_in_place(
-    file: fs::File,
-    tmp: &Path,
-    path: &Path,
-    fsync: bool,
-    patience: Duration,
-) -> Result<()> {
-    let synced = if fsync {
-        SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
-        file.sync_all()
-    } else {
-        Ok(())
-    };
-    drop(file);
-    let placed = synced
-        .map_err(|e| Error::io("writing", path, e))
-        .and_then(|()| {
-            platform::replace_file(tmp, path, patience)
-                .map_err(|e| Error::io("renaming into place", path, e))
-        });
-    if placed.is_err() {
-        let _ = fs::remove_file(tmp);
-    }
-    placed
-}
-
-/// Writes `parts` to a temporary file beside `path` (`path.partial`),
-/// removed again on failure; the open file and its path.
-fn write_temporary(path: &Path, parts: &[&[u8]]) -> Result<(fs::File, PathBuf)> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = PathBuf::from(tmp);
-    let write = || -> std::io::Result<fs::File> {
-        let mut f = fs::File::create(&tmp)?;
-        for p in parts {
-            f.write_all(p)?;
-        }
-        Ok(f)
-    };
-    match write() {
-        Ok(f) => Ok((f, tmp)),
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(Error::io("writing", path, e))
-        }
-    }
-}
-
-/// Flushes a folder's entries (a rename or a new file in it) to the disk.
-fn sync_folder(folder: &Path) -> Result<()> {
-    SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
-    platform::sync_folder(folder).map_err(|e| Error::io("syncing folder", folder, e))
 }
 
 /// Creates `root` and any missing parents; returns the topmost folder it

@@ -4,9 +4,10 @@
 //! every complete shard row on disk (the stream updates it only after each
 //! row, so a crash can leave whole rows past the extent).
 
+use super::files::write_atomically;
 use super::lock::StoreLock;
 use super::ownership::remove_partials;
-use super::{write_atomically, PATIENCE};
+use super::PATIENCE;
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::path::Path;
