@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import atexit
 import json
-import numbers
-import os
-import sys
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional
 
 from . import _native
 from ._errors import (
@@ -46,7 +42,9 @@ from ._errors import (
     TiledZarrError,
     WriteTimeoutError,
 )
+from ._config import ConfigLike, _config_json, _json_value
 from ._native import Shard
+from ._nvcomp import nvcomp_search_dirs
 
 __version__: str = _native.__version__
 
@@ -78,88 +76,8 @@ __all__ = [
     "AccessDeniedError",
 ]
 
-#: A configuration: a dict (the JSON schema as Python values), or a JSON string.
-ConfigLike = Union[Mapping[str, Any], str, bytes]
-
-#: Where a ``nvidia-libnvcomp-cu13`` (or ``-cu12``) wheel puts the library,
-#: below an entry of ``sys.path``: ``lib64`` on Linux, ``bin`` (the DLLs) on
-#: Windows, as NVIDIA's wheels of its CUDA libraries lay them out.
-_NVCOMP_WHEEL_DIRS = (
-    (Path("nvidia", "libnvcomp", "bin"), Path("nvidia", "libnvcomp", "lib64"))
-    if sys.platform == "win32"
-    else (Path("nvidia", "libnvcomp", "lib64"),)
-)
-
-
-def nvcomp_search_dirs() -> list[str]:
-    """The folders of this Python environment that hold nvCOMP from a
-    ``nvidia-libnvcomp-cu13``/``-cu12`` wheel (what ``pip install
-    tiledzarr[gpu]`` installs). They are handed to the library at import, so
-    the GPU backend finds nvCOMP there before the system's own search;
-    ``TZ_NVCOMP_LIBRARY``, when set, still wins."""
-    found: list[str] = []
-    for entry in sys.path:
-        for sub in _NVCOMP_WHEEL_DIRS:
-            folder = Path(entry or os.getcwd()) / sub
-            try:
-                if folder.is_dir() and str(folder) not in found:
-                    found.append(str(folder))
-            except OSError:
-                continue
-    return found
-
-
 for _dir in nvcomp_search_dirs():
     _native.add_nvcomp_search_dir(_dir)
-
-
-def _json_value(value: Any) -> Any:
-    """What ``json.dumps`` cannot write by itself: paths, numpy scalars and
-    dtypes."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        try:
-            return numpy.dtype(value).name
-        except TypeError:
-            pass
-    raise TypeError(f"a {type(value).__name__} is not a configuration value")
-
-
-def _config_json(config: Optional[ConfigLike], kwargs: Mapping[str, Any]) -> str:
-    """The configuration in the library's JSON form."""
-    if config is None:
-        if not kwargs:
-            raise ConfigError(
-                "config: no configuration given: pass a dict, a JSON string or keyword "
-                "arguments (dtype=..., dimensions=[...], store={...})"
-            )
-        config = dict(kwargs)
-    elif kwargs:
-        raise ConfigError(
-            f"config: give the configuration as one dict or JSON string, or as keyword "
-            f"arguments, not both (keywords: {', '.join(sorted(kwargs))})"
-        )
-    if isinstance(config, bytes):
-        config = config.decode("utf-8", errors="replace")
-    if isinstance(config, str):
-        return config
-    if not isinstance(config, Mapping):
-        raise ConfigError(
-            f"config: expected a dict, a JSON string or keyword arguments, not "
-            f"{type(config).__name__}"
-        )
-    try:
-        return json.dumps(dict(config), default=_json_value)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"config: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -327,7 +327,7 @@ class AcquisitionStream:
 def _json_text(value: Any) -> str:
     """`value` as the compact JSON the library keeps (numpy scalars and
     paths converted as Stream.frame_metadata converts them)."""
-    from . import _json_value
+    from ._config import _json_value
 
     try:
         return json.dumps(value, separators=(",", ":"), default=_json_value, allow_nan=False)
