@@ -146,7 +146,7 @@ impl FsStore {
             identity,
             fsync,
             flusher: if fsync { Some(Flusher::new()?) } else { None },
-            writers: Writers::new()?,
+            writers: Writers::default(),
             images,
             attributes: Arc::new(SharedAttributes::new(
                 plan.shared().image.attributes.clone(),
@@ -328,7 +328,7 @@ impl ShardSink for FsStore {
     }
 
     fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
-        if shards.len() < 2 || !self.writers.parallel() {
+        if shards.len() < 2 {
             for shard in shards {
                 progress.proceed()?;
                 self.emit(shard)?;
@@ -348,15 +348,27 @@ impl ShardSink for FsStore {
             keys.push(key);
         }
         let (flusher, fsync) = (self.flusher.as_ref(), self.fsync);
-        let written = self
-            .writers
-            .run(shards.len(), |i| {
-                progress.proceed()?;
-                write_shard(&keys[i], &shards[i], flusher, fsync)?;
-                progress.written(&shards[i]);
-                Ok(())
-            })
-            .expect("the store writes on threads of its own");
+        let write = |i: usize| -> Result<()> {
+            progress.proceed()?;
+            write_shard(&keys[i], &shards[i], flusher, fsync)?;
+            progress.written(&shards[i]);
+            Ok(())
+        };
+        let written = match self.writers.run(shards.len(), write) {
+            Some(written) => written,
+            // No threads: one after another, up to the first failure.
+            None => {
+                let mut written = Vec::new();
+                try_reserve(&mut written, shards.len(), "a shard row's results")?;
+                for i in 0..shards.len() {
+                    written.push(write(i));
+                    if written[i].is_err() {
+                        break;
+                    }
+                }
+                written
+            }
+        };
         self.after_writing(keys.iter().zip(&written))?;
         written.into_iter().collect()
     }

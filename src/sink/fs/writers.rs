@@ -7,46 +7,44 @@
 //! did the CPU backend's blosc-lz4 on 16 cores. The shards of a row are
 //! independent files, so a folder store writes them on a few threads of
 //! its own while the thread that delivers them waits (their bytes are
-//! borrowed for that call only).
+//! borrowed for that call only). The threads start with the first row of
+//! several shards: a stream that never writes one starts none.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use rayon::prelude::*;
 
 /// The most threads a store writes on: a cam-32 shard row is 16 files.
 const THREADS: usize = 8;
 
+#[derive(Default)]
 pub struct Writers {
-    /// None on one core: the row is written on the calling thread.
-    pool: Option<rayon::ThreadPool>,
+    /// None until the first row; then None inside on one core or where
+    /// the threads could not start (rows are written on the calling
+    /// thread, as they were before).
+    pool: Option<Option<rayon::ThreadPool>>,
 }
 
 impl Writers {
-    pub fn new() -> Result<Writers> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = cores.min(THREADS);
-        if threads < 2 {
-            return Ok(Writers { pool: None });
-        }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("tz-write-{i}"))
-            .build()
-            .map_err(|e| Error::Internal(format!("starting the store's write threads: {e}")))?;
-        Ok(Writers { pool: Some(pool) })
-    }
-
-    /// Whether rows are written on several threads.
-    pub fn parallel(&self) -> bool {
-        self.pool.is_some()
-    }
-
     /// Runs `write(i)` for every `i` below `n` on the store's threads,
     /// and returns each one's result; `None` without them.
-    pub fn run<F>(&self, n: usize, write: F) -> Option<Vec<Result<()>>>
+    pub fn run<F>(&mut self, n: usize, write: F) -> Option<Vec<Result<()>>>
     where
         F: Fn(usize) -> Result<()> + Sync,
     {
-        let pool = self.pool.as_ref()?;
+        let pool = self.pool.get_or_insert_with(start).as_ref()?;
         Some(pool.install(|| (0..n).into_par_iter().map(&write).collect()))
     }
+}
+
+fn start() -> Option<rayon::ThreadPool> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(THREADS);
+    if threads < 2 {
+        return None;
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tz-write-{i}"))
+        .build()
+        .ok()
 }
