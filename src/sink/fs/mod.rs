@@ -274,7 +274,7 @@ impl FsStore {
     /// folder put in the store's place are taken back out of it.
     fn after_writing<'k>(
         &self,
-        written: impl Iterator<Item = (&'k PathBuf, &'k Result<()>)> + Clone,
+        written: impl Iterator<Item = (&'k PathBuf, &'k Result<()>)>,
     ) -> Result<()> {
         let gone = self.check_folder();
         if gone.is_err() {
@@ -328,14 +328,6 @@ impl ShardSink for FsStore {
     }
 
     fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
-        if shards.len() < 2 {
-            for shard in shards {
-                progress.proceed()?;
-                self.emit(shard)?;
-                progress.written(shard);
-            }
-            return Ok(());
-        }
         self.check_folder()?;
         // The keys and folders here (the shards of a row share a few
         // folders), the files on the store's threads.
@@ -354,7 +346,11 @@ impl ShardSink for FsStore {
             progress.written(&shards[i]);
             Ok(())
         };
-        let written = match self.writers.run(shards.len(), write) {
+        // A row of one shard starts no threads.
+        let on_threads = (shards.len() > 1)
+            .then(|| self.writers.run(shards.len(), write))
+            .flatten();
+        let written = match on_threads {
             Some(written) => written,
             // No threads: one after another, up to the first failure.
             None => {
