@@ -3,7 +3,7 @@
 //! frame per write: with shards discarded (the pipeline alone) and with the
 //! filesystem store (end to end).
 //!
-//! `cargo bench --bench cpu_pipeline`; `TZ_BENCH_FRAMES` sets the frames per
+//! `cargo bench -p tiledzarr-benches --bench cpu_pipeline`; `TZ_BENCH_FRAMES` sets the frames per
 //! iteration (default 256 = 2 GiB, eight epochs, the protocol's CPU size).
 //!
 //! The small-chunk path: cam-1k (`bench/configs/cam-1k.json`), 128 frames of

@@ -5,7 +5,7 @@
 //! (The backend packs each shard's chunks as its workers compress them:
 //! that packing is timed with the whole pipeline, `--bench cpu_pipeline`.)
 //!
-//! `cargo bench --bench cpu_stages`
+//! `cargo bench -p tiledzarr-benches --bench cpu_stages`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rayon::prelude::*;
