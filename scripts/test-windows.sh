@@ -73,6 +73,7 @@ declare -A not_under_wine=(
     [readback_fixtures]="writes the fixtures the Linux readers check"
     [ome_fixtures]="writes the fixtures the Linux readers check"
     [arrays]="writes the fixtures the Linux readers check; its property test has not been run under Wine yet"
+    [decoder]="checks the tests' own Zarr reader, no library code"
     [gpu]="needs a GPU" [gpu_chunk_order]="needs a GPU" [gpu_faults]="needs a GPU"
     [gpu_memory]="needs a GPU"
 )

@@ -229,8 +229,7 @@ fn text_cases() -> impl Strategy<Value = String> {
 
 #[test]
 fn generated_configurations_never_abort_and_stream_within_their_estimate() {
-    // The allocation counter is the process's: no other test runs beside.
-    let _alone = support::alone();
+    // The allocation counter is the process's: this binary's only test.
     set_address_space_limit();
     let cases: u32 = std::env::var("TZ_FUZZ_CASES")
         .ok()

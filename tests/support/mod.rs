@@ -11,16 +11,6 @@ use tiledzarr::layout::Layout;
 use tiledzarr::synth::{Generator, Pattern};
 use tiledzarr::DType;
 
-/// Held by the tests that must not run beside these helpers' own tests:
-/// config_fuzz counts every allocation of its process, and the decoder's
-/// tests (compiled into each binary that uses this module) allocate
-/// megabytes.
-static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-pub fn alone() -> std::sync::MutexGuard<'static, ()> {
-    ALONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// `planes` frames of `frame` (the shape without dimension 0) drawn with
 /// seed 7, and `extra` elements more (a trailing partial plane).
 pub fn frames(dtype: DType, frame: &[u64], planes: u64, extra: usize, pattern: Pattern) -> Vec<u8> {
