@@ -84,6 +84,21 @@ fn compile_kernels(root: &Path) {
     println!("cargo:rustc-cfg=tz_kernels");
 }
 
+/// Programs built against the header fill the `tz_image` they were
+/// compiled with: `tz_image_init` keeps writing 0.4's struct for programs
+/// built before it grew.
+const IMAGE_INIT_MACRO: &str = "/**
+ * Programs built against this header fill the tz_image they were compiled
+ * with, whatever its size: tz_image_init(&image) is
+ * tz_image_init_sized(&image, sizeof image). The function tz_image_init
+ * itself, which programs built against 0.4 to 0.7 call, keeps writing
+ * 0.4's struct. (Through an FFI, call tz_image_init_sized with the size of
+ * the struct you declare.)
+ */
+#define tz_image_init(image) tz_image_init_sized((image), sizeof *(image))
+
+";
+
 fn generate_header(root: &std::path::Path) {
     let mut config =
         cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is readable");
@@ -104,6 +119,12 @@ fn generate_header(root: &std::path::Path) {
     };
     let mut text = Vec::new();
     bindings.write(&mut text);
+    // The macro must follow the function it names, inside the include
+    // guard (cbindgen's trailer lands after it).
+    let guard_end = b"#endif  /* TILEDZARR_H */";
+    if let Some(at) = text.windows(guard_end.len()).rposition(|w| w == guard_end) {
+        text.splice(at..at, IMAGE_INIT_MACRO.bytes());
+    }
     let path = root.join("include/tiledzarr.h");
     if std::fs::read(&path).ok().as_deref() != Some(&text[..]) {
         std::fs::create_dir_all(root.join("include")).unwrap();

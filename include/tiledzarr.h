@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 7
+#define TZ_VERSION_MINOR 8
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -515,6 +515,18 @@ typedef struct tz_image {
    * tz_set_attributes replaces them until tz_flush.
    */
   const char *attributes_json;
+  /**
+   * OME-NGFF's `omero` block (each channel's name, colour and display
+   * window, which viewers read): NULL for none, else a JSON object
+   * written into the group's zarr.json as `ome.omero`, such as
+   * `{"channels": [{"label": "GFP", "color": "00FF00", "window":
+   * {"start": 0, "end": 4095, "min": 0, "max": 65535}}]}`, one channel
+   * per element of the channel axis (one without such an axis). Needs
+   * `ome` or `multiscale`. Checked at create: a malformed block is
+   * TZ_ERR_CONFIG naming the field (`ome.omero.channels[1].color`).
+   * JSON: `"ome": {"omero": {...}}`. Since 0.8.
+   */
+  const char *omero_json;
 } tz_image;
 
 /**
@@ -685,12 +697,22 @@ int32_t tz_config_init(struct tz_config *config);
 /**
  * Fills `image` with the defaults, a plain Zarr array in acquisition
  * order (no axes, no storage order, no pyramid, no OME, no attributes),
- * and `struct_size` with `sizeof(tz_image)`. It writes that many bytes of
- * this version (56 on 64-bit platforms) and never more: should tz_image
- * grow, this function keeps writing 0.4's struct and a newer header names
- * a new initializer. Since 0.4.
+ * as 0.4 defined it: it writes 0.4's 56 bytes (on 64-bit platforms) with
+ * `struct_size` 56, and never more, so that a program built against an
+ * older header keeps its memory. Programs built against this header
+ * reach tz_image_init_sized instead (the macro `tz_image_init` at the end
+ * of the header). Since 0.4.
  */
 int32_t tz_image_init(struct tz_image *image);
+
+/**
+ * Fills the first `struct_size` bytes of `image` with the defaults (as
+ * tz_image_init) and sets its `struct_size`: `sizeof(tz_image)` as the
+ * caller compiled it, from 0.4's 56 bytes to this library's. Any other
+ * size is TZ_ERR_INVALID_ARGUMENT and nothing is written. The header's
+ * macro `tz_image_init(&image)` calls it with `sizeof image`. Since 0.8.
+ */
+int32_t tz_image_init_sized(struct tz_image *image, size_t struct_size);
 
 /**
  * Creates a stream from a `tz_config`. On success `*out` holds the stream;
@@ -1010,5 +1032,15 @@ int32_t tz_commit(struct tz_stream *s, size_t nbytes);
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
+
+/**
+ * Programs built against this header fill the tz_image they were compiled
+ * with, whatever its size: tz_image_init(&image) is
+ * tz_image_init_sized(&image, sizeof image). The function tz_image_init
+ * itself, which programs built against 0.4 to 0.7 call, keeps writing
+ * 0.4's struct. (Through an FFI, call tz_image_init_sized with the size of
+ * the struct you declare.)
+ */
+#define tz_image_init(image) tz_image_init_sized((image), sizeof *(image))
 
 #endif  /* TILEDZARR_H */

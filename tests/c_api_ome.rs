@@ -1,6 +1,6 @@
 //! OME-Zarr through the C ABI: a `tz_image` with every field set (axes
 //! with kinds, units, scales, translations and downsampling, a storage
-//! order, a pyramid, the image's name, attributes) beside a `tz_config`
+//! order, a pyramid, the image's name, attributes, the omero block) beside a `tz_config`
 //! written to a store and decoded by `support::decode` (which shares no code with the
 //! library) level by level against a pyramid computed here; the same
 //! configuration through a callback, which must see every shard of every
@@ -41,6 +41,15 @@ const ORDER: [usize; 5] = [0, 2, 1, 3, 4];
 /// (space, by default); not t (time) nor c (asked not to).
 const HALVED: [bool; 5] = [false, true, false, true, true];
 const LEVELS: u32 = 3;
+
+/// The image's `omero` block: one entry per channel (c has 2).
+static OMERO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    let window = json!({"start": 100, "end": 4000, "min": 0, "max": 65535});
+    json!({"channels": [
+        {"label": "DAPI", "color": "0000FF", "window": window, "active": true},
+        {"label": "GFP", "color": "00FF00", "window": window, "family": "linear"}],
+        "rdefs": {"defaultZ": 1, "model": "color"}})
+});
 
 /// A `tz_config`, a `tz_image` and everything their pointers point into.
 struct CConfig {
@@ -89,8 +98,8 @@ fn plane_elems() -> u64 {
 fn ome_config(store: Option<&Path>) -> CConfig {
     let mut c = CConfig {
         // SAFETY: all-zero is a valid tz_config and tz_image (NULL
-        // pointers, no sink); tz_config_init and tz_image_init fill them
-        // below.
+        // pointers, no sink); tz_config_init and tz_image_init_sized fill
+        // them below.
         cfg: unsafe { std::mem::zeroed() },
         img: unsafe { std::mem::zeroed() },
         strings: Vec::new(),
@@ -99,7 +108,7 @@ fn ome_config(store: Option<&Path>) -> CConfig {
         order: Vec::new(),
     };
     assert_eq!(tz_config_init(&mut c.cfg), OK);
-    assert_eq!(tz_image_init(&mut c.img), OK);
+    assert_eq!(tz_image_init_sized(&mut c.img, IMAGE_SIZE), OK);
     let names: Vec<*const c_char> = NAMES.iter().map(|n| c.string(n)).collect();
     c.dims = DIMS
         .iter()
@@ -131,6 +140,7 @@ fn ome_config(store: Option<&Path>) -> CConfig {
     let epoch = DIMS[0].1 * plane_elems() * 2;
     let ome_name = c.string("c-abi");
     let attributes = c.string(r#"{"instrument": "bench-1", "n": 3}"#);
+    let omero = c.string(&OMERO.to_string());
     let store_path = store.map(|p| c.string(p.to_str().unwrap()));
     let cfg = &mut c.cfg;
     cfg.dtype = tz_dtype::TZ_DTYPE_UINT16 as u32;
@@ -150,6 +160,7 @@ fn ome_config(store: Option<&Path>) -> CConfig {
     img.ome = 1;
     img.ome_name = ome_name;
     img.attributes_json = attributes;
+    img.omero_json = omero;
     c.refresh();
     c
 }
@@ -290,6 +301,9 @@ fn config_keeps_its_layout_and_the_image_has_its_own_struct() {
     assert_eq!(offset_of!(tz_image, ome), 36);
     assert_eq!(offset_of!(tz_image, ome_name), 40);
     assert_eq!(offset_of!(tz_image, attributes_json), 48);
+    assert_eq!(IMAGE_0_4_SIZE, 56);
+    // 0.8 added omero_json at the end.
+    assert_eq!(offset_of!(tz_image, omero_json), 56);
     assert_eq!(size_of::<tz_image>(), IMAGE_SIZE);
     // tz_shard (written by the library, read by the callback) keeps its
     // first 44 bytes; the level follows them.
@@ -300,22 +314,17 @@ fn config_keeps_its_layout_and_the_image_has_its_own_struct() {
     assert_eq!(size_of::<tz_axis>(), 40);
 }
 
-/// sizeof(tz_image) in 0.4 on 64-bit platforms.
-const IMAGE_SIZE: usize = 56;
+/// sizeof(tz_image) in 0.4 on 64-bit platforms: the smallest a caller may
+/// pass.
+const IMAGE_0_4_SIZE: usize = 56;
+/// sizeof(tz_image) since 0.8.
+const IMAGE_SIZE: usize = 64;
 
-#[test]
-fn image_init_fills_the_defaults_and_writes_nothing_past_the_struct() {
-    // Garbage in every byte, which tz_image_init must overwrite, and in
-    // the bytes after the struct, which it must not touch.
-    let mut buf = [0xA5A5_A5A5_A5A5_A5A5u64; 2 * IMAGE_SIZE / 8];
-    let p = buf.as_mut_ptr() as *mut tz_image;
-    assert_eq!(tz_image_init(p), OK);
-    assert!(buf[IMAGE_SIZE / 8..]
-        .iter()
-        .all(|&w| w == 0xA5A5_A5A5_A5A5_A5A5));
-    // SAFETY: tz_image_init wrote every field.
+/// Whether `p` holds the default tz_image in its first `size` bytes.
+fn assert_defaults(p: *const tz_image, size: usize) {
+    // SAFETY: the caller's buffer holds a whole tz_image.
     let img = unsafe { p.read() };
-    assert_eq!(img.struct_size, std::mem::size_of::<tz_image>());
+    assert_eq!(img.struct_size, size);
     assert!(img.axes.is_null());
     assert!(img.storage_order.is_null());
     assert_eq!(img.multiscale_levels, 0);
@@ -327,7 +336,50 @@ fn image_init_fills_the_defaults_and_writes_nothing_past_the_struct() {
     assert_eq!(img.ome, 0);
     assert!(img.ome_name.is_null());
     assert!(img.attributes_json.is_null());
+    if size > std::mem::offset_of!(tz_image, omero_json) {
+        assert!(img.omero_json.is_null());
+    }
+}
+
+#[test]
+fn image_init_fills_the_defaults_and_writes_nothing_past_the_struct() {
+    const GARBAGE: u64 = 0xA5A5_A5A5_A5A5_A5A5;
+    let untouched_after = |buf: &[u64], size: usize| {
+        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert!(
+            bytes[size..].iter().all(|&b| b == 0xA5),
+            "wrote past {size}"
+        );
+    };
+    // tz_image_init, which programs built against 0.4 to 0.7 call: 0.4's
+    // 56 bytes, whatever this library's struct is. Garbage in every byte,
+    // which it must overwrite, and after them, which it must not touch.
+    let mut buf = [GARBAGE; 2 * IMAGE_SIZE / 8];
+    let p = buf.as_mut_ptr() as *mut tz_image;
+    assert_eq!(tz_image_init(p), OK);
+    untouched_after(&buf, IMAGE_0_4_SIZE);
+    assert_defaults(p, IMAGE_0_4_SIZE);
     assert_eq!(tz_image_init(std::ptr::null_mut()), ERR_NULL);
+    // tz_image_init_sized (the header's tz_image_init): exactly the size
+    // given, 0.4's to this library's.
+    for size in [IMAGE_0_4_SIZE, IMAGE_SIZE] {
+        let mut buf = [GARBAGE; 2 * IMAGE_SIZE / 8];
+        let p = buf.as_mut_ptr() as *mut tz_image;
+        assert_eq!(tz_image_init_sized(p, size), OK, "{}", last_error());
+        untouched_after(&buf, size);
+        assert_defaults(p, size);
+    }
+    for size in [0, 8, IMAGE_0_4_SIZE - 1, IMAGE_SIZE + 1, 4096] {
+        let mut buf = [GARBAGE; 2 * IMAGE_SIZE / 8];
+        let p = buf.as_mut_ptr() as *mut tz_image;
+        assert_eq!(tz_image_init_sized(p, size), ERR_INVALID, "{size}");
+        assert!(last_error().contains(&format!("struct_size is {size}")));
+        untouched_after(&buf, 0);
+    }
+    assert_eq!(
+        tz_image_init_sized(std::ptr::null_mut(), IMAGE_SIZE),
+        ERR_NULL
+    );
 
     // tz_config_init writes a tz_config of 0.3's size, and nothing after.
     let size = std::mem::size_of::<tz_config>();
@@ -412,7 +464,7 @@ fn image_struct_size_is_checked_before_anything_past_it_is_read() {
 
     // Smaller than any tz_image: refused from the struct_size alone, the
     // struct ending where the caller says (any further read would fault).
-    for small in [0usize, 8, 16, IMAGE_SIZE - 8, IMAGE_SIZE - 1] {
+    for small in [0usize, 8, 16, IMAGE_0_4_SIZE - 8, IMAGE_0_4_SIZE - 1] {
         let mut c = ome_config(None);
         c.img.struct_size = small;
         let p = guard.place(&c.img, small.max(8));
@@ -447,9 +499,10 @@ fn image_struct_size_is_checked_before_anything_past_it_is_read() {
     }
 
     // Exactly 0.4's, ending at the guard page: accepted, nothing past the
-    // struct read.
-    let c = ome_config(Some(&path));
-    let p = guard.place(&c.img, IMAGE_SIZE);
+    // struct read (its omero_json, set here, lies past the 56 bytes placed).
+    let mut c = ome_config(Some(&path));
+    c.img.struct_size = IMAGE_0_4_SIZE;
+    let p = guard.place(&c.img, IMAGE_0_4_SIZE);
     let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
     assert_eq!(
         tz_estimate_memory_image(&c.cfg, p, plan.as_mut_ptr()),
@@ -466,6 +519,7 @@ fn image_struct_size_is_checked_before_anything_past_it_is_read() {
         group["attributes"]["ome"]["multiscales"][0]["name"],
         "c-abi"
     );
+    assert!(group["attributes"]["ome"].get("omero").is_none());
 }
 
 #[test]
@@ -542,6 +596,7 @@ fn ome_store_with_every_field_decodes_level_by_level() {
     assert_eq!(attrs["n"], 3);
     let ome = &attrs["ome"];
     assert_eq!(ome["version"], "0.5");
+    assert_eq!(ome["omero"], *OMERO);
     let ms = &ome["multiscales"][0];
     assert_eq!(ms["name"], "c-abi");
     assert_eq!(ms["type"], "max");
@@ -839,6 +894,31 @@ fn bad_new_fields_are_refused_naming_them_and_write_nothing() {
     c.img.multiscale_method = 0;
     c.img.ome = 0;
     refused(&mut c, &path, &["image.ome_name"]);
+
+    let mut c = fresh();
+    c.img.multiscale = 0;
+    c.img.multiscale_levels = 0;
+    c.img.multiscale_method = 0;
+    c.img.ome = 0;
+    c.img.ome_name = std::ptr::null();
+    refused(&mut c, &path, &["image.omero_json", "ome"]);
+
+    // The omero block: not JSON, and a channel too few.
+    let mut c = fresh();
+    c.img.omero_json = c.string("{\"channels\": [");
+    refused(&mut c, &path, &["image.omero_json", "JSON"]);
+
+    let mut c = fresh();
+    let mut one = OMERO.clone();
+    one["channels"].as_array_mut().unwrap().pop();
+    c.img.omero_json = c.string(&one.to_string());
+    refused(&mut c, &path, &["ome.omero.channels", "\"c\" has 2"]);
+
+    let mut c = fresh();
+    let mut bad = OMERO.clone();
+    bad["channels"][1]["color"] = json!("green");
+    c.img.omero_json = c.string(&bad.to_string());
+    refused(&mut c, &path, &["ome.omero.channels[1].color"]);
 
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

@@ -37,6 +37,16 @@ fn dim(name: &str, size: u64, tile: u64, tps: u64) -> Value {
     json!({"name": name, "size": size, "tile": tile, "tiles_per_shard": tps})
 }
 
+/// OME-NGFF's omero block for the three channels of the tczyx cases.
+fn omero() -> Value {
+    let window = json!({"start": 10, "end": 3000, "min": 0, "max": 65535});
+    json!({"channels": [
+        {"label": "DAPI", "color": "0000FF", "window": window, "active": true},
+        {"label": "GFP", "color": "00FF00", "window": window, "family": "linear"},
+        {"color": "FF00FF", "window": window, "inverted": false}],
+        "rdefs": {"model": "color", "defaultZ": 2}})
+}
+
 fn with(mut v: Value, extra: Value) -> Value {
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
@@ -98,7 +108,7 @@ fn cases() -> Vec<Case> {
                 ],
                 "storage_order": ["t", "c", "z", "y", "x"],
                 "multiscale": {"levels": 3, "method": method},
-                "ome": {"name": "tczyx"},
+                "ome": {"name": "tczyx", "omero": omero()},
                 "attributes": {"instrument": {"name": "scope-1", "objective": "20x/0.8"}, "operator": "a. n. other"},
             }),
             planes: 5,

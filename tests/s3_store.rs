@@ -460,9 +460,9 @@ fn readback_stores_on_the_test_server() {
         );
     }
     std::fs::write(dir.join("s3-manifest.tsv"), manifest).unwrap();
-    // An OME-Zarr image with a pyramid and a storage order: the group,
-    // each level's array under its own prefix, attributes replaced while
-    // streaming. Listed with its configuration for check_ome.py, which
+    // An OME-Zarr image with a pyramid, a storage order and channel names
+    // (the omero block): the group, each level's array under its own
+    // prefix, attributes replaced while streaming. Listed with its configuration for check_ome.py, which
     // reads it from the server's folder (scripts/test.sh maps the URL).
     let url = "s3://readback/ome-pyramid.zarr";
     let json = format!(
@@ -474,6 +474,9 @@ fn readback_stores_on_the_test_server() {
                            {{"name": "x", "size": 41, "tile": 16, "tiles_per_shard": 2, "unit": "micrometer"}}],
             "storage_order": ["t", "c", "z", "y", "x"],
             "multiscale": {{"levels": 3, "method": "median"}},
+            "ome": {{"omero": {{"channels": [
+                {{"label": "DAPI", "color": "0000FF", "window": {{"start": 0, "end": 900, "min": 0, "max": 65535}}}},
+                {{"label": "GFP", "color": "00FF00", "window": {{"start": 0, "end": 900, "min": 0, "max": 65535}}}}]}}}},
             "attributes": {{"stage": 1}},
             "store": {{"url": "{url}", "endpoint": "{endpoint}", "overwrite": true}}}}"#
     );

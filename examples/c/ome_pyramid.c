@@ -8,6 +8,8 @@
  *   - axes with kinds, units, pixel sizes and the stage position;
  *   - stored t, c, z, y, x (OME-NGFF's order) though acquired t, z, c, y, x;
  *   - y and x halved from level to level, z kept (a coarse z step);
+ *   - each channel's name, colour and display window (OME-NGFF's omero
+ *     block), which viewers show;
  *   - the user's attributes at create, replaced with tz_set_attributes
  *     before tz_flush (what is only known at the end of the acquisition).
  *
@@ -37,6 +39,15 @@
 static const char *const ATTRIBUTES_AT_START =
     "{\"instrument\": {\"name\": \"scope-1\", \"objective\": \"20x/0.8\"},"
     " \"sample\": \"demo\", \"status\": \"acquiring\"}";
+
+/* The channels as viewers show them: a name, a colour (hex RGB) and the
+ * intensities mapped from black to full colour. */
+static const char *const OMERO =
+    "{\"channels\": ["
+    "{\"label\": \"DAPI\", \"color\": \"0000FF\","
+    " \"window\": {\"start\": 100, \"end\": 2200, \"min\": 0, \"max\": 65535}},"
+    " {\"label\": \"GFP\", \"color\": \"00FF00\","
+    " \"window\": {\"start\": 150, \"end\": 2250, \"min\": 0, \"max\": 65535}}]}";
 
 /* Known once the acquisition is over. */
 static const char *const ATTRIBUTES_AT_END =
@@ -99,9 +110,9 @@ static int write_config_json(const char *path) {
             " \"unit\": \"micrometer\", \"scale\": 0.65, \"translation\": 830.25}],\n"
             " \"storage_order\": [\"t\", \"c\", \"z\", \"y\", \"x\"],\n"
             " \"multiscale\": {\"levels\": 3, \"method\": \"mean\"},\n"
-            " \"ome\": {\"name\": \"ome_pyramid example\"},\n"
+            " \"ome\": {\"name\": \"ome_pyramid example\", \"omero\": %s},\n"
             " \"attributes\": %s}\n",
-            DEPTH, CHANNELS, HEIGHT, WIDTH, ATTRIBUTES_AT_END);
+            DEPTH, CHANNELS, HEIGHT, WIDTH, OMERO, ATTRIBUTES_AT_END);
     if (fclose(f) != 0) {
         perror(path);
         return -1;
@@ -140,7 +151,7 @@ int main(int argc, char **argv) {
     cfg.overwrite = 1;
 
     tz_image img;
-    tz_image_init(&img); /* a plain array; sets img.struct_size */
+    tz_image_init(&img); /* a plain array; sets img.struct_size = sizeof img */
     img.axes = axes;     /* cfg.rank entries, like storage_order */
     img.storage_order = storage_order;
     img.multiscale = 1;
@@ -148,6 +159,7 @@ int main(int argc, char **argv) {
     img.multiscale_method = TZ_DOWNSAMPLE_MEAN;
     img.ome = 1;
     img.ome_name = "ome_pyramid example";
+    img.omero_json = OMERO; /* since 0.8: one entry per channel */
     img.attributes_json = ATTRIBUTES_AT_START;
 
     tz_stream *s = NULL;

@@ -25,6 +25,7 @@ ts = pytest.importorskip("tensorstore")
 
 from ome_writers import AcquisitionSettings, Channel, Dimension, Plate, Position  # noqa: E402
 from ome_stores import assert_same_stores, frame_metadata_of, read  # noqa: E402
+from tiledzarr._acquisition_layout import layout_of  # noqa: E402
 
 UM = "micrometer"
 #: The CPU backend, two threads, a small staging: the suite's usual stream.
@@ -397,14 +398,32 @@ def test_bad_input_is_refused_clearly(tmp_path):
     assert frame_metadata_of(tmp_path / "s.zarr", "") == [{"exposure": 5.0, "storage_index": [0]}]
 
 
-def test_what_the_library_keeps_elsewhere_is_refused_or_bounded(tmp_path):
-    # Channel names go into the images' zarr.json after the flush: a folder
-    # store only.
+def test_channel_names_travel_in_the_configuration_to_any_store():
+    # The library writes the omero block itself, so an object store gets it
+    # too; one it refuses is named.
     named = settings_of(dimensions=[Dimension(name="c", count=2, type="channel", coords=["a", "b"]),
                                     Dimension(name="y", count=16, type="space"),
                                     Dimension(name="x", count=16, type="space")])
-    with pytest.raises(tiledzarr.ConfigError, match=r"channel names \(omero\).*object store"):
-        tiledzarr.Stream.from_acquisition(named, store={"url": "s3://bucket/run.zarr"}, **OPTIONS)
+    layout = layout_of(named, path=None, dtype=None, store={"url": "s3://bucket/run.zarr"},
+                       overwrite=None, codec=None, multiscale=None, frame_metadata_bytes=None,
+                       options=OPTIONS)
+    channels = layout.config["ome"]["omero"]["channels"]
+    assert [(c["label"], c["color"]) for c in channels] == [("a", "FFFFFF"), ("b", "FFFFFF")]
+    assert channels[0]["window"] == {"start": 0.0, "min": 0.0, "end": 65535.0, "max": 65535.0}
+    local = {**layout.config, "store": {"path": "unused.zarr"}}
+    assert tiledzarr.estimate_memory(local).host_bytes > 0
+    local["ome"]["omero"]["channels"].pop()
+    with pytest.raises(tiledzarr.ConfigError, match=r"ome\.omero\.channels.*\"c\" has 2"):
+        tiledzarr.estimate_memory(local)
+    # Scales of 0 are still patched into a folder store's zarr.json only.
+    flat = settings_of(dimensions=[Dimension(name="t", count=2, type="time", scale=0),
+                                   Dimension(name="y", count=16, type="space"),
+                                   Dimension(name="x", count=16, type="space")])
+    with pytest.raises(tiledzarr.ConfigError, match=r"scale 0 of t.*object store"):
+        tiledzarr.Stream.from_acquisition(flat, store={"url": "s3://bucket/run.zarr"}, **OPTIONS)
+
+
+def test_what_the_library_keeps_elsewhere_is_refused_or_bounded(tmp_path):
     with tiledzarr.Stream.from_acquisition(settings_of(), path=tmp_path / "m.zarr",
                                            frame_metadata_bytes=64, **OPTIONS) as s:
         with pytest.raises(tiledzarr.InvalidArgumentError, match="frame_metadata_bytes=64"):

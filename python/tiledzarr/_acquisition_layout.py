@@ -95,8 +95,6 @@ class AcquisitionLayout:
     frames_per_plane: int
     #: Bytes of per-frame metadata per frame (0: none kept).
     frame_metadata_bytes: int
-    #: The OME ``omero`` block of every image (channel names), or None.
-    omero: Optional[dict[str, Any]]
     #: The axes whose scale is 0, written after the flush.
     zero_scale_axes: list[str]
     #: The store's folder, when it is one (None for an object store).
@@ -277,7 +275,10 @@ def layout_of(
         frame_metadata_bytes = min(METADATA_BYTES_LIMIT, METADATA_BYTES_PER_PLANE * planes_per_frame)
     omero = _omero(index_dims, dtype)
 
-    image: dict[str, Any] = {"dtype": dtype, "dimensions": dimensions, "codec": dict(codec), "ome": True}
+    # Channel names, colours and windows: the library writes them into each
+    # image's zarr.json (`ome.omero`), in any store.
+    ome: Any = {"omero": omero} if omero is not None else True
+    image: dict[str, Any] = {"dtype": dtype, "dimensions": dimensions, "codec": dict(codec), "ome": ome}
     if stored != acquired:
         image["storage_order"] = stored
     if multiscale is not None:
@@ -311,7 +312,6 @@ def layout_of(
         planes_per_frame=planes_per_frame,
         frames_per_plane=frames_per_plane,
         frame_metadata_bytes=int(frame_metadata_bytes),
-        omero=omero,
         zero_scale_axes=[d.name for d in index_dims + frame_dims if d.scale == 0],
         root=store_config.get("path"),
     )

@@ -299,17 +299,15 @@ class AcquisitionStream:
     def _complete_image_metadata(self) -> None:
         """What the library's image metadata has no place for goes into each
         image group's ``zarr.json`` once the stream has written it for the
-        last time: ome-writers' ``omero`` block (channel names, colours,
-        windows) and scales of 0."""
+        last time: ome-writers' scales of 0, which the library's
+        configuration refuses."""
         layout = self._layout
-        if layout.root is None or (layout.omero is None and not layout.zero_scale_axes):
+        if layout.root is None or not layout.zero_scale_axes:
             return
         for image in layout.images:
             doc_path = Path(layout.root, image.group, "zarr.json")
             doc = json.loads(doc_path.read_text())
             ome = doc["attributes"]["ome"]
-            if layout.omero is not None:
-                ome["omero"] = layout.omero
             for multiscale in ome["multiscales"]:
                 zero = [a["name"] in layout.zero_scale_axes for a in multiscale["axes"]]
                 for dataset in multiscale["datasets"]:
@@ -469,11 +467,9 @@ def from_acquisition(
             f"from_acquisition: frame_shape={tuple(frame_shape)} differs from the "
             f"acquisition's {layout.frame_shape}"
         )
-    if layout.root is None and (layout.omero is not None or layout.zero_scale_axes):
-        feature = "channel names (omero)" if layout.omero is not None else (
-            f"scale 0 of {', '.join(layout.zero_scale_axes)}")
+    if layout.root is None and layout.zero_scale_axes:
         raise refuse(
-            feature,
+            f"scale 0 of {', '.join(layout.zero_scale_axes)}",
             "written into the images' zarr.json of a folder store, not an object store",
         )
     return AcquisitionStream(layout, Stream(layout.config))

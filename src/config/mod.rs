@@ -32,7 +32,7 @@ pub use error::ConfigError;
 pub use image::{check_attributes, Axis, Image, SPACE_UNITS, TIME_UNITS};
 pub use schema::{
     AxisKind, BackendChoice, Cname, Codec, Config, Dimension, FrameMetadata, IndexLocation, Method,
-    Multiscale, Ome, OmeName, Shuffle, Store, MAX_FRAME_METADATA_BYTES,
+    Multiscale, Ome, OmeSettings, Shuffle, Store, MAX_FRAME_METADATA_BYTES,
 };
 pub use store_url::{check_endpoint, ObjectUrl};
 pub use validate::{Validated, BLOSC_LEVELS, GZIP_LEVELS, MAX_THREADS, ZSTD_LEVELS};

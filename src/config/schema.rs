@@ -114,18 +114,45 @@ impl Method {
     }
 }
 
-/// `"ome": true` or `"ome": {"name": "..."}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `"ome": true`, or `"ome": {"name": "...", "omero": {...}}` (both keys
+/// optional).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Ome {
     Enabled(bool),
-    Named(OmeName),
+    Settings(OmeSettings),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// By hand rather than untagged, so that a misspelt key is named in the
+/// error (serde's untagged enums say only that no variant matched).
+impl<'de> Deserialize<'de> for Ome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ome, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Bool(b) => Ok(Ome::Enabled(b)),
+            v @ serde_json::Value::Object(_) => serde_json::from_value(v)
+                .map(Ome::Settings)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "expected true, false or an object with \"name\" and \"omero\", got {other}"
+            ))),
+        }
+    }
+}
+
+/// An OME-Zarr image's own metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OmeName {
-    pub name: String,
+pub struct OmeSettings {
+    /// The image's name in `multiscales`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// OME-NGFF's transitional `omero` block, written as given into
+    /// `attributes.ome.omero`: `channels`, one per channel, each with a
+    /// `color` (six hex digits) and a `window` (`start`, `end`, `min`,
+    /// `max`), and a `label` (the channel's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omero: Option<serde_json::Value>,
 }
 
 /// What an axis is, in OME-NGFF's terms.

@@ -4,7 +4,7 @@
 use super::types::{tz_axis, tz_config, tz_dimension, tz_downsample_method, tz_image, tz_options};
 use crate::config::{
     AxisKind, BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Method,
-    Multiscale, Ome, OmeName, Shuffle, Store,
+    Multiscale, Ome, OmeSettings, Shuffle, Store,
 };
 use crate::error::{Error, Result};
 use crate::layout::MAX_RANK;
@@ -32,7 +32,7 @@ pub unsafe fn read_str(p: *const c_char, field: &str) -> Result<Option<String>> 
 
 /// The struct_size of 0.4's `tz_image`, the first one: the end of its last
 /// field (`attributes_json`). The smallest struct a caller may pass.
-const TZ_IMAGE_0_4_SIZE: usize =
+pub const TZ_IMAGE_0_4_SIZE: usize =
     std::mem::offset_of!(tz_image, attributes_json) + std::mem::size_of::<*const c_char>();
 
 /// A `tz_image` with every field at its default, `struct_size` this
@@ -48,7 +48,40 @@ pub fn image_defaults() -> tz_image {
         ome: 0,
         ome_name: std::ptr::null(),
         attributes_json: std::ptr::null(),
+        omero_json: std::ptr::null(),
     }
+}
+
+/// Refuses a `tz_image` size other than 0.4's to this library's.
+pub fn check_image_size(size: usize) -> Result<()> {
+    let ours = std::mem::size_of::<tz_image>();
+    if (TZ_IMAGE_0_4_SIZE..=ours).contains(&size) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "struct_size is {size}: a tz_image is {TZ_IMAGE_0_4_SIZE} (0.4) to {ours} bytes \
+         (version {}); pass sizeof(tz_image)",
+        env!("CARGO_PKG_VERSION")
+    )))
+}
+
+/// Writes the first `size` bytes of the default `tz_image`, its
+/// `struct_size` set to `size`.
+///
+/// # Safety
+/// `p` points to at least `size` writable bytes, and `size` is at most
+/// `size_of::<tz_image>()`.
+pub unsafe fn write_image_defaults(p: *mut tz_image, size: usize) {
+    let mut defaults = image_defaults();
+    defaults.struct_size = size;
+    // SAFETY: the caller's contract; `defaults` holds a whole tz_image.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&defaults as *const tz_image).cast::<u8>(),
+            p.cast::<u8>(),
+            size,
+        )
+    };
 }
 
 /// The caller's `tz_image`, read up to its `struct_size` (fields past it
@@ -227,19 +260,35 @@ pub unsafe fn config_from_c(c: &tz_config, image: Option<&tz_image>) -> Result<C
         None
     };
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
-    let ome_name = unsafe { read_str(img.ome_name, "image.ome_name") }?;
-    let ome = match (ome_name, img.ome != 0) {
-        (Some(name), _) if img.ome != 0 || multiscale.is_some() => {
-            Some(Ome::Named(OmeName { name }))
-        }
-        (Some(_), _) => {
+    let name = unsafe { read_str(img.ome_name, "image.ome_name") }?;
+    // SAFETY: as above.
+    let omero = match unsafe { read_str(img.omero_json, "image.omero_json") }? {
+        None => None,
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            bad(
+                "image.omero_json",
+                format!(
+                    "is not valid JSON ({e}): give a JSON object such as {{\"channels\": [...]}}"
+                ),
+            )
+        })?),
+    };
+    let is_ome = img.ome != 0 || multiscale.is_some();
+    let ome = match (name.is_some() || omero.is_some(), is_ome) {
+        (true, true) => Some(Ome::Settings(OmeSettings { name, omero })),
+        (true, false) => {
+            let field = if name.is_some() {
+                "image.ome_name"
+            } else {
+                "image.omero_json"
+            };
             return Err(bad(
-                "image.ome_name",
-                "names an OME-Zarr image: set ome (or multiscale) to 1 too".into(),
-            ))
+                field,
+                "belongs to an OME-Zarr image: set ome (or multiscale) to 1 too".into(),
+            ));
         }
-        (None, true) => Some(Ome::Enabled(true)),
-        (None, false) => None,
+        (false, _) if img.ome != 0 => Some(Ome::Enabled(true)),
+        (false, _) => None,
     };
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
     let attributes = match unsafe { read_str(img.attributes_json, "image.attributes_json") }? {

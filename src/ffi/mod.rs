@@ -94,18 +94,39 @@ pub extern "C" fn tz_config_init(config: *mut tz_config) -> i32 {
 
 /// Fills `image` with the defaults, a plain Zarr array in acquisition
 /// order (no axes, no storage order, no pyramid, no OME, no attributes),
-/// and `struct_size` with `sizeof(tz_image)`. It writes that many bytes of
-/// this version (56 on 64-bit platforms) and never more: should tz_image
-/// grow, this function keeps writing 0.4's struct and a newer header names
-/// a new initializer. Since 0.4.
+/// as 0.4 defined it: it writes 0.4's 56 bytes (on 64-bit platforms) with
+/// `struct_size` 56, and never more, so that a program built against an
+/// older header keeps its memory. Programs built against this header
+/// reach tz_image_init_sized instead (the macro `tz_image_init` at the end
+/// of the header). Since 0.4.
 #[no_mangle]
 pub extern "C" fn tz_image_init(image: *mut tz_image) -> i32 {
     guard("tz_image_init", None, status_of, || {
         if image.is_null() {
             return Err(Error::NullArgument("image"));
         }
-        // SAFETY: non-NULL; the caller provides writable memory for a tz_image.
-        unsafe { image.write(convert::image_defaults()) };
+        // SAFETY: non-NULL; the caller provides writable memory for 0.4's
+        // tz_image, the smallest.
+        unsafe { convert::write_image_defaults(image, convert::TZ_IMAGE_0_4_SIZE) };
+        Ok(tz_status::TZ_OK as i32)
+    })
+}
+
+/// Fills the first `struct_size` bytes of `image` with the defaults (as
+/// tz_image_init) and sets its `struct_size`: `sizeof(tz_image)` as the
+/// caller compiled it, from 0.4's 56 bytes to this library's. Any other
+/// size is TZ_ERR_INVALID_ARGUMENT and nothing is written. The header's
+/// macro `tz_image_init(&image)` calls it with `sizeof image`. Since 0.8.
+#[no_mangle]
+pub extern "C" fn tz_image_init_sized(image: *mut tz_image, struct_size: usize) -> i32 {
+    guard("tz_image_init_sized", None, status_of, || {
+        if image.is_null() {
+            return Err(Error::NullArgument("image"));
+        }
+        convert::check_image_size(struct_size)?;
+        // SAFETY: non-NULL; the caller provides `struct_size` writable bytes,
+        // at most a whole tz_image (checked above).
+        unsafe { convert::write_image_defaults(image, struct_size) };
         Ok(tz_status::TZ_OK as i32)
     })
 }

@@ -266,6 +266,16 @@ pub struct tz_image {
     /// `ome` (the array's without OME). It may not hold the key "ome".
     /// tz_set_attributes replaces them until tz_flush.
     pub attributes_json: *const c_char,
+    /// OME-NGFF's `omero` block (each channel's name, colour and display
+    /// window, which viewers read): NULL for none, else a JSON object
+    /// written into the group's zarr.json as `ome.omero`, such as
+    /// `{"channels": [{"label": "GFP", "color": "00FF00", "window":
+    /// {"start": 0, "end": 4095, "min": 0, "max": 65535}}]}`, one channel
+    /// per element of the channel axis (one without such an axis). Needs
+    /// `ome` or `multiscale`. Checked at create: a malformed block is
+    /// TZ_ERR_CONFIG naming the field (`ome.omero.channels[1].color`).
+    /// JSON: `"ome": {"omero": {...}}`. Since 0.8.
+    pub omero_json: *const c_char,
 }
 
 /// What tz_recover did to a store.

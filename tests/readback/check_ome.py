@@ -156,6 +156,7 @@ class Spec:
         self.levels = self._auto_levels() if levels == 0 else levels
         self.ome = bool(ome) or self.has_multiscale
         self.ome_name = ome.get("name") if isinstance(ome, dict) else None
+        self.omero = ome.get("omero") if isinstance(ome, dict) else None
         attrs = cfg.get("attributes", {})
         if not isinstance(attrs, dict):
             raise CheckError("%s: attributes must be an object" % where)
@@ -452,8 +453,12 @@ def check_group_meta(store, spec, shapes_st):
         raise Mismatch("%s: user attributes differ from the config's: wrong or missing %s, unexpected %s"
                        % (where, missing, extra))
     ome = attrs["ome"]
-    if set(ome) != {"version", "multiscales"}:
-        raise Mismatch("%s.ome: keys %s, expected ['multiscales', 'version']" % (where, sorted(ome)))
+    keys = {"version", "multiscales"} | ({"omero"} if spec.omero is not None else set())
+    if set(ome) != keys:
+        raise Mismatch("%s.ome: keys %s, expected %s" % (where, sorted(ome), sorted(keys)))
+    if ome.get("omero") != spec.omero:
+        raise Mismatch("%s.ome.omero %s, the config gives %s"
+                       % (where, json.dumps(ome.get("omero")), json.dumps(spec.omero)))
     if ome["version"] != OME_VERSION:
         raise Mismatch("%s.ome.version %r, expected %r" % (where, ome["version"], OME_VERSION))
     ms = ome["multiscales"]
@@ -612,6 +617,12 @@ def run_ome_zarr_reader(store, spec, shapes_st):
                 if isinstance(a, dict) else a for a in (axes or [])]
     if got_axes != want_axes:
         raise Mismatch("ome-zarr-py: %s: axes %s, expected %s" % (store, json.dumps(axes), json.dumps(want_axes)))
+    if spec.omero is not None:
+        # The omero block as a viewer reads it: a name per channel.
+        want_names = [c.get("label", "channel_%d" % i) for i, c in enumerate(spec.omero["channels"])]
+        if node.metadata.get("channel_names") != want_names:
+            raise Mismatch("ome-zarr-py: %s: channel names %s, expected %s"
+                           % (store, node.metadata.get("channel_names"), want_names))
     cts = node.metadata.get("coordinateTransformations")
     want = [d["coordinateTransformations"] for d in spec.datasets()]
     if not isinstance(cts, list) or len(cts) != len(want):
@@ -741,6 +752,8 @@ def _write_store(root, spec, raw_path, ome_attrs=None):
         if spec.ome_name is not None:
             m["name"] = spec.ome_name
         ome_attrs = {"version": OME_VERSION, "multiscales": [m]}
+        if spec.omero is not None:
+            ome_attrs["omero"] = spec.omero
     g = zarr.create_group(store=root, zarr_format=3, attributes={"ome": ome_attrs, **spec.attributes})
     for k, a in enumerate(levels):
         create(g, str(k), a)
@@ -909,7 +922,10 @@ def self_test():
         T.check("store uint16 mean passes", st == 0 and "levels=2 shape=3,2,3,7,5" in msg, msg)
 
         # float32, median, three levels, named, 3-D with a kept custom axis
-        cfg_b = {"dtype": "float32", "ome": {"name": "cells"},
+        window = {"start": 0.0, "end": 1.0, "min": -1.0, "max": 2.0}
+        omero_b = {"channels": [{"label": "DAPI", "color": "0000FF", "window": window},
+                                {"label": "GFP", "color": "00FF00", "window": window}]}
+        cfg_b = {"dtype": "float32", "ome": {"name": "cells", "omero": omero_b},
                  "multiscale": {"levels": 3, "method": "median"},
                  "dimensions": [{"name": "c", "size": 2, "tile": 1},
                                 {"name": "y", "size": 9, "tile": 4, "unit": "nanometer"},
@@ -964,6 +980,24 @@ def self_test():
                                 {"name": "x", "size": 4, "tile": 4}]}
         st, msg = check_store(*make("e", cfg_e, 40, seed=5))
         T.check("bad axis order fails in the validator", st == 1 and "validator rejects" in msg, msg)
+
+        # omero: a colour no viewer reads, consistent with its config, so
+        # only the outside checks can refuse it (ome-zarr-py, which runs
+        # first, reads no channel names); an omero block the store lacks
+        bad_colour = json.loads(json.dumps(cfg_b))
+        bad_colour["ome"]["omero"]["channels"][1]["color"] = "green"
+        st, msg = check_store(*make("f", bad_colour, 2 * 9 * 6, seed=6))
+        T.check("bad omero colour fails in an outside check",
+                st == 1 and ("validator rejects" in msg or "ome-zarr-py" in msg), msg)
+        no_omero = os.path.join(tmp, "b_no_omero")
+        shutil.copytree(good_b[0], no_omero)
+        zj = os.path.join(no_omero, "zarr.json")
+        doc = read_json(zj)
+        del doc["attributes"]["ome"]["omero"]
+        with open(zj, "w") as f:
+            json.dump(doc, f)
+        st, msg = check_store(no_omero, good_b[1], good_b[2])
+        T.check("missing omero block fails", st == 1 and "omero" in msg, msg)
 
         # each outside check can fail on its own: ome-zarr-py's Reader with
         # other levels or units than it finds, the validator without a level

@@ -8,6 +8,8 @@ use crate::layout::pyramid::{self, MAX_LEVELS};
 use crate::layout::{Dim, Layout};
 use serde_json::{Map, Value};
 
+mod omero;
+
 /// OME-NGFF 0.5's units of length.
 pub const SPACE_UNITS: &[&str] = &[
     "angstrom",
@@ -90,6 +92,8 @@ pub struct Image {
     pub levels: Vec<Layout>,
     /// The user's attributes.
     pub attributes: Map<String, Value>,
+    /// OME-NGFF's `omero` block (channel names, colours, windows), checked.
+    pub omero: Option<Map<String, Value>>,
 }
 
 impl Image {
@@ -122,10 +126,10 @@ impl Image {
 pub fn validate(c: &Config, layout0: Layout, names: &[String]) -> Result<Image, ConfigError> {
     let axes = axes(c, names)?;
     let order = storage_order(c, names)?;
-    let ome = match (&c.ome, c.multiscale.is_some()) {
-        (Some(Ome::Named(n)), _) => Some(Some(n.name.clone())),
-        (Some(Ome::Enabled(true)), _) | (_, true) => Some(None),
-        (Some(Ome::Enabled(false)) | None, false) => None,
+    let (ome, omero) = match (&c.ome, c.multiscale.is_some()) {
+        (Some(Ome::Settings(o)), _) => (Some(o.name.clone()), o.omero.as_ref()),
+        (Some(Ome::Enabled(true)), _) | (_, true) => (Some(None), None),
+        (Some(Ome::Enabled(false)) | None, false) => (None, None),
     };
     if ome.is_some() || c.storage_order.is_some() {
         unique_names(names)?;
@@ -137,10 +141,11 @@ pub fn validate(c: &Config, layout0: Layout, names: &[String]) -> Result<Image, 
         None => Map::new(),
         Some(a) => attributes(a)?,
     };
+    let sizes: Vec<u64> = layout0.dims().iter().map(|d| d.size).collect();
+    let omero = omero.map(|o| omero::check(o, &axes, &sizes)).transpose()?;
     let level_count = levels(c, &axes, &layout0)?;
     let downsample: Vec<bool> = axes.iter().map(|a| a.downsample).collect();
     let input = layout0.dims().to_vec();
-    let sizes: Vec<u64> = input.iter().map(|d| d.size).collect();
     let tps = layout0.tiles_per_shard().to_vec();
     let mut levels = Vec::with_capacity(level_count as usize);
     for k in 0..level_count {
@@ -163,6 +168,7 @@ pub fn validate(c: &Config, layout0: Layout, names: &[String]) -> Result<Image, 
         method: c.multiscale.map(|m| m.method).unwrap_or_default(),
         levels,
         attributes,
+        omero,
     })
 }
 

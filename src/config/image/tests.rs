@@ -243,3 +243,175 @@ fn bad_input_names_the_field_and_the_rule() {
         assert!(e.rule.contains(rule), "{extra}: rule {e}");
     }
 }
+
+/// t, c (3 channels), z, y, x.
+const TCZYX: &str = r#"{"name": "t", "size": 0, "tile": 1}, {"name": "c", "size": 3, "tile": 1},
+    {"name": "z", "size": 4, "tile": 4}, {"name": "y", "size": 16, "tile": 16},
+    {"name": "x", "size": 16, "tile": 16}"#;
+
+fn channel(label: &str, color: &str) -> String {
+    format!(
+        r#"{{"label": "{label}", "color": "{color}",
+            "window": {{"start": 0, "end": 4095, "min": 0, "max": 65535}}}}"#
+    )
+}
+
+fn omero(channels: &[String], more: &str) -> String {
+    format!(
+        r#""ome": {{"omero": {{"channels": [{}]{more}}}}}"#,
+        channels.join(", ")
+    )
+}
+
+#[test]
+fn an_omero_block_is_kept_as_given() {
+    let three = [
+        channel("DAPI", "0000FF"),
+        channel("GFP", "00ff00"),
+        channel("RFP", "FF0000"),
+    ];
+    let extra = omero(
+        &three,
+        r#", "rdefs": {"defaultZ": 2, "model": "color"}, "note": "kept""#,
+    );
+    let v = parse(TCZYX, &extra).unwrap();
+    assert!(v.image.is_ome());
+    assert_eq!(v.image.ome, Some(None));
+    let block = v.image.omero.as_ref().unwrap();
+    let labels: Vec<&str> = block["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["DAPI", "GFP", "RFP"]);
+    assert_eq!(block["note"], "kept");
+    // A name beside it; without a channel axis, one channel.
+    let v = parse(
+        TZYX,
+        &format!(
+            r#""ome": {{"name": "cells", "omero": {{"channels": [{}]}}}}"#,
+            channel("only", "FFFFFF")
+        ),
+    )
+    .unwrap();
+    assert_eq!(v.image.ome, Some(Some("cells".into())));
+    assert!(v.image.omero.is_some());
+    // `"ome": {}` is an unnamed image without omero.
+    let v = parse(TZYX, r#""ome": {}"#).unwrap();
+    assert_eq!(v.image.ome, Some(None));
+    assert!(v.image.omero.is_none());
+}
+
+#[test]
+fn a_malformed_omero_block_is_refused_naming_its_field() {
+    let good = || {
+        vec![
+            channel("a", "0000FF"),
+            channel("b", "00FF00"),
+            channel("c", "FF0000"),
+        ]
+    };
+    let with = |i: usize, c: &str| {
+        let mut v = good();
+        v[i] = c.into();
+        omero(&v, "")
+    };
+    let window = r#""window": {"start": 0, "end": 1, "min": 0, "max": 1}"#;
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            r#""ome": {"omero": [1]}"#.into(),
+            "ome.omero",
+            "JSON object",
+        ),
+        (
+            r#""ome": {"omero": {}}"#.into(),
+            "ome.omero.channels",
+            "missing",
+        ),
+        (
+            r#""ome": {"omero": {"channels": {}}}"#.into(),
+            "ome.omero.channels",
+            "an array",
+        ),
+        (
+            omero(&good()[..2], ""),
+            "ome.omero.channels",
+            "has 2 entries; the channel axis \"c\" has 3",
+        ),
+        (with(1, "7"), "ome.omero.channels[1]", "JSON object"),
+        (
+            with(2, &format!(r#"{{{window}}}"#)),
+            "ome.omero.channels[2].color",
+            "missing",
+        ),
+        (
+            with(0, &format!(r#"{{"color": "blue", {window}}}"#)),
+            "ome.omero.channels[0].color",
+            "six hex digits",
+        ),
+        (
+            with(0, &format!(r##"{{"color": "#0000FF", {window}}}"##)),
+            "ome.omero.channels[0].color",
+            "six hex digits",
+        ),
+        (
+            with(1, r#"{"color": "00FF00"}"#),
+            "ome.omero.channels[1].window",
+            "missing",
+        ),
+        (
+            with(
+                1,
+                r#"{"color": "00FF00", "window": {"start": 0, "end": 1, "min": 0}}"#,
+            ),
+            "ome.omero.channels[1].window.max",
+            "missing",
+        ),
+        (
+            with(
+                1,
+                r#"{"color": "00FF00", "window": {"start": "0", "end": 1, "min": 0, "max": 1}}"#,
+            ),
+            "ome.omero.channels[1].window.start",
+            "number",
+        ),
+        (
+            with(
+                2,
+                &format!(r#"{{"color": "FF0000", "label": 3, {window}}}"#),
+            ),
+            "ome.omero.channels[2].label",
+            "a string",
+        ),
+        (
+            with(
+                2,
+                &format!(r#"{{"color": "FF0000", "active": "yes", {window}}}"#),
+            ),
+            "ome.omero.channels[2].active",
+            "true or false",
+        ),
+        (
+            omero(&good(), r#", "rdefs": {"defaultZ": -1}"#),
+            "ome.omero.rdefs.defaultZ",
+            "whole number",
+        ),
+        (
+            omero(&good(), r#", "rdefs": 3"#),
+            "ome.omero.rdefs",
+            "JSON object",
+        ),
+        (
+            omero(&good(), r#", "id": "x""#),
+            "ome.omero.id",
+            "whole number",
+        ),
+        (r#""ome": {"colour": 1}"#.into(), "", "colour"),
+    ];
+    for (extra, field, rule) in cases {
+        let e = err(TCZYX, &extra);
+        assert!(e.field == field || field.is_empty(), "{extra}: field {e}");
+        assert!(e.rule.contains(rule), "{extra}: rule {e}");
+    }
+}
