@@ -123,8 +123,11 @@ export AWS_SHARED_CREDENTIALS_FILE="$work/aws-credentials" AWS_CONFIG_FILE="$wor
 step "cargo test"
 export TZ_S3_TESTS_RAN="$work/s3-tests-ran"
 # The Python binding has no Rust tests (it links against the interpreter
-# that loads it); the Python step tests it, built by maturin.
-cargo test --release --workspace --exclude tiledzarr-python
+# that loads it); the Python step tests it, built by maturin. The criterion
+# benchmarks have none either, and left in, their dependencies would change
+# the features the workspace resolves, so that the next `cargo test` of the
+# library alone (the steps below) rebuilt it.
+cargo test --release --workspace --exclude tiledzarr-python --exclude tiledzarr-benches
 # The object store tests skip without a server: here they must have run
 # (tests/s3_store.rs 5, tests/s3_moto.rs 3, the fault matrix 2).
 s3_ran=$(sort -u "$TZ_S3_TESTS_RAN" 2>/dev/null | wc -l)
