@@ -30,6 +30,28 @@ pub unsafe fn read_str(p: *const c_char, field: &str) -> Result<Option<String>> 
         .map_err(|_| bad(field, "must be valid UTF-8".into()))
 }
 
+/// A JSON text field: NULL for none; malformed JSON is a configuration
+/// error naming `field`, with `example` of what it takes.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn read_json(
+    p: *const c_char,
+    field: &str,
+    example: &str,
+) -> Result<Option<serde_json::Value>> {
+    // SAFETY: the caller's contract, passed on.
+    let Some(text) = (unsafe { read_str(p, field) })? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        bad(
+            field,
+            format!("is not valid JSON ({e}): give a JSON object such as {example}"),
+        )
+    })
+}
+
 /// The struct_size of 0.4's `tz_image`, the first one: the end of its last
 /// field (`attributes_json`). The smallest struct a caller may pass.
 pub const TZ_IMAGE_0_4_SIZE: usize =
@@ -262,17 +284,7 @@ pub unsafe fn config_from_c(c: &tz_config, image: Option<&tz_image>) -> Result<C
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
     let name = unsafe { read_str(img.ome_name, "image.ome_name") }?;
     // SAFETY: as above.
-    let omero = match unsafe { read_str(img.omero_json, "image.omero_json") }? {
-        None => None,
-        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            bad(
-                "image.omero_json",
-                format!(
-                    "is not valid JSON ({e}): give a JSON object such as {{\"channels\": [...]}}"
-                ),
-            )
-        })?),
-    };
+    let omero = unsafe { read_json(img.omero_json, "image.omero_json", r#"{"channels": [...]}"#) }?;
     let is_ome = img.ome != 0 || multiscale.is_some();
     let ome = match (name.is_some() || omero.is_some(), is_ome) {
         (true, true) => Some(Ome::Settings(OmeSettings { name, omero })),
@@ -291,15 +303,13 @@ pub unsafe fn config_from_c(c: &tz_config, image: Option<&tz_image>) -> Result<C
         (false, _) => None,
     };
     // SAFETY: the caller guarantees NULL or a NUL-terminated string.
-    let attributes = match unsafe { read_str(img.attributes_json, "image.attributes_json") }? {
-        None => None,
-        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            bad(
-                "image.attributes_json",
-                format!("is not valid JSON ({e}): give a JSON object such as {{\"key\": 1}}"),
-            )
-        })?),
-    };
+    let attributes = unsafe {
+        read_json(
+            img.attributes_json,
+            "image.attributes_json",
+            r#"{"key": 1}"#,
+        )
+    }?;
     let codec = match c.codec {
         0 => Codec::Zstd { level: c.level },
         1 => Codec::None,
