@@ -429,7 +429,7 @@ typedef struct tz_axis {
   const char *unit;
   /**
    * Physical size of one element at full resolution, > 0; 0 means the
-   * default, 1.0.
+   * default, 1.0 (a scale of 0 is given in the JSON configuration).
    */
   double scale;
   /**

@@ -415,12 +415,16 @@ def test_channel_names_travel_in_the_configuration_to_any_store():
     local["ome"]["omero"]["channels"].pop()
     with pytest.raises(tiledzarr.ConfigError, match=r"ome\.omero\.channels.*\"c\" has 2"):
         tiledzarr.estimate_memory(local)
-    # Scales of 0 are still patched into a folder store's zarr.json only.
+    # Scales of 0 (an interval of 0, a pixel size never calibrated) travel
+    # the same way.
     flat = settings_of(dimensions=[Dimension(name="t", count=2, type="time", scale=0),
-                                   Dimension(name="y", count=16, type="space"),
+                                   Dimension(name="y", count=16, type="space", scale=0),
                                    Dimension(name="x", count=16, type="space")])
-    with pytest.raises(tiledzarr.ConfigError, match=r"scale 0 of t.*object store"):
-        tiledzarr.Stream.from_acquisition(flat, store={"url": "s3://bucket/run.zarr"}, **OPTIONS)
+    layout = layout_of(flat, path=None, dtype=None, store={"url": "s3://bucket/run.zarr"},
+                       overwrite=None, codec=None, multiscale=None, frame_metadata_bytes=None,
+                       options=OPTIONS)
+    assert [d.get("scale") for d in layout.config["dimensions"]] == [0.0, 0.0, None]
+    tiledzarr.estimate_memory({**layout.config, "store": {"path": "unused.zarr"}})
 
 
 def test_what_the_library_keeps_elsewhere_is_refused_or_bounded(tmp_path):

@@ -95,10 +95,6 @@ class AcquisitionLayout:
     frames_per_plane: int
     #: Bytes of per-frame metadata per frame (0: none kept).
     frame_metadata_bytes: int
-    #: The axes whose scale is 0, written after the flush.
-    zero_scale_axes: list[str]
-    #: The store's folder, when it is one (None for an object store).
-    root: Optional[str]
 
 
 def _store(store: Any, path: Optional[str], overwrite: bool) -> dict[str, Any]:
@@ -157,11 +153,10 @@ def _dimension(dim: Any, is_frame_dim: bool) -> dict[str, Any]:
                 f"{dim.type!r}",
             )
         d["unit"] = dim.unit
-    # A scale of 0 (what ome-writers makes of a useq time plan with interval
-    # 0) is written into the image's metadata after the flush: the library
-    # takes positive scales only.
-    if dim.scale is not None and dim.scale != 0:
-        if not (math.isfinite(dim.scale) and dim.scale > 0):
+    # ome-writers writes a scale of 0 for a time plan's interval of 0 and
+    # for a pixel size never calibrated; the library takes it as it is.
+    if dim.scale is not None:
+        if not (math.isfinite(dim.scale) and dim.scale >= 0):
             raise refuse(
                 f"scale {dim.scale} of dimension {dim.name!r}",
                 "a scale must be a finite number, 0 or more",
@@ -312,8 +307,6 @@ def layout_of(
         planes_per_frame=planes_per_frame,
         frames_per_plane=frames_per_plane,
         frame_metadata_bytes=int(frame_metadata_bytes),
-        zero_scale_axes=[d.name for d in index_dims + frame_dims if d.scale == 0],
-        root=store_config.get("path"),
     )
 
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ._acquisition_layout import AcquisitionLayout, layout_of, refuse
@@ -171,7 +169,6 @@ class AcquisitionStream:
                 self._stream.flush()
             finally:
                 self._stream.close()
-            self._complete_image_metadata()
 
     def flush(self) -> None:
         """The same as :meth:`close`: the store is complete after it."""
@@ -295,31 +292,6 @@ class AcquisitionStream:
             self._stream.write_all(self._zero_plane, key=self._keys[position])
             self._planes[position] += 1
         self._frame_done(position)
-
-    def _complete_image_metadata(self) -> None:
-        """What the library's image metadata has no place for goes into each
-        image group's ``zarr.json`` once the stream has written it for the
-        last time: ome-writers' scales of 0, which the library's
-        configuration refuses."""
-        layout = self._layout
-        if layout.root is None or not layout.zero_scale_axes:
-            return
-        for image in layout.images:
-            doc_path = Path(layout.root, image.group, "zarr.json")
-            doc = json.loads(doc_path.read_text())
-            ome = doc["attributes"]["ome"]
-            for multiscale in ome["multiscales"]:
-                zero = [a["name"] in layout.zero_scale_axes for a in multiscale["axes"]]
-                for dataset in multiscale["datasets"]:
-                    for transform in dataset["coordinateTransformations"]:
-                        if transform["type"] == "scale":
-                            transform["scale"] = [
-                                0.0 if z else v for z, v in zip(zero, transform["scale"])
-                            ]
-            fd, tmp = tempfile.mkstemp(dir=doc_path.parent, prefix="zarr.json.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f, indent=2)
-            os.replace(tmp, doc_path)
 
 
 def _json_text(value: Any) -> str:
@@ -466,10 +438,5 @@ def from_acquisition(
         raise ConfigError(
             f"from_acquisition: frame_shape={tuple(frame_shape)} differs from the "
             f"acquisition's {layout.frame_shape}"
-        )
-    if layout.root is None and layout.zero_scale_axes:
-        raise refuse(
-            f"scale 0 of {', '.join(layout.zero_scale_axes)}",
-            "written into the images' zarr.json of a folder store, not an object store",
         )
     return AcquisitionStream(layout, Stream(layout.config))

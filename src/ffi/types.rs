@@ -157,7 +157,7 @@ pub struct tz_axis {
     /// axis; channel and other axes have none. NULL: no unit.
     pub unit: *const c_char,
     /// Physical size of one element at full resolution, > 0; 0 means the
-    /// default, 1.0.
+    /// default, 1.0 (a scale of 0 is given in the JSON configuration).
     pub scale: f64,
     /// Physical position of element 0 (default 0.0).
     pub translation: f64,

@@ -203,10 +203,14 @@ fn axes(c: &Config, names: &[String]) -> Result<Vec<Axis>, ConfigError> {
             }
         }
         let scale = d.scale.unwrap_or(1.0);
-        if !(scale.is_finite() && scale > 0.0) {
+        // A scale of 0 is taken: what an acquisition plan says of frames
+        // taken back to back (an interval of 0) or of a camera whose pixel
+        // size was never calibrated (Micro-Manager's 0); ome-writers writes
+        // it so, and the OME-NGFF validators take it.
+        if !(scale.is_finite() && scale >= 0.0) {
             return Err(ConfigError::new(
                 field("scale"),
-                format!("must be a finite positive number, got {scale}"),
+                format!("must be a finite number, 0 or more, got {scale}"),
             ));
         }
         let translation = d.translation.unwrap_or(0.0);

@@ -89,6 +89,12 @@ fn bad_input_names_the_field_and_the_rule() {
             {{"name": "x", "size": 8, "tile": 4}}"#
         )
     };
+    let time_scale = |s: &str| {
+        format!(
+            r#"{{"name": "t", "size": 0, "tile": 2, "scale": {s}}}, {{"name": "y", "size": 8, "tile": 4}},
+            {{"name": "x", "size": 8, "tile": 4}}"#
+        )
+    };
     let cases: Vec<(String, &str, &str, &str)> = vec![
         // OME axis rules.
         (
@@ -190,8 +196,8 @@ fn bad_input_names_the_field_and_the_rule() {
             "dimensions[0].unit",
             "not an OME-NGFF",
         ),
-        (scale("0"), "", "dimensions[1].scale", "finite positive"),
-        (scale("-1.5"), "", "dimensions[1].scale", "finite positive"),
+        (scale("-1.5"), "", "dimensions[1].scale", "0 or more"),
+        (time_scale("-0.5"), "", "dimensions[0].scale", "0 or more"),
         // Levels and downsampling.
         (
             TZYX.into(),
@@ -414,4 +420,16 @@ fn a_malformed_omero_block_is_refused_naming_its_field() {
         assert!(e.field == field || field.is_empty(), "{extra}: field {e}");
         assert!(e.rule.contains(rule), "{extra}: rule {e}");
     }
+}
+
+#[test]
+fn a_scale_of_0_is_kept() {
+    // Frames taken back to back (an interval of 0), pixels of a size never
+    // calibrated: 0 stays 0 on every level.
+    let dims = r#"{"name": "t", "size": 0, "tile": 2, "unit": "second", "scale": 0},
+        {"name": "y", "size": 64, "tile": 16, "scale": 0.5},
+        {"name": "x", "size": 64, "tile": 16, "scale": 0}"#;
+    let v = parse(dims, r#""multiscale": {"levels": 2}"#).unwrap();
+    assert_eq!(v.image.transform(0).0, [0.0, 0.5, 0.0]);
+    assert_eq!(v.image.transform(1).0, [0.0, 1.0, 0.0]);
 }
