@@ -27,8 +27,10 @@ set -Eeuo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 trap 'echo "scripts/test-windows.sh: line $LINENO: exit status $? from: $BASH_COMMAND" >&2' ERR
-step() { printf '\n=== windows: %s\n' "$*" >&2; }
 started=$(date +%s)
+# Each step with the seconds since this script started, to see where its
+# time goes.
+step() { printf '\n=== windows [%d s]: %s\n' $(($(date +%s) - started)) "$*" >&2; }
 work="${1:-}"
 if [[ -z "$work" ]]; then
     work=$(mktemp -d)
@@ -243,4 +245,4 @@ for kind in shared static; do
     "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$bin/cpp.zarr"
 done
 
-step "windows: all passed in $(($(date +%s) - started)) s"
+step "all passed"
