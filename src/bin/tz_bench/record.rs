@@ -180,7 +180,15 @@ pub fn commit(root: &Path) -> Commit {
     };
     // A bundle's run script sets TZ_COMMIT to the commit its binaries were
     // built from: the checkout it runs in (if any) says nothing about them.
-    if let Ok(hash) = std::env::var("TZ_COMMIT") {
+    // Run from a bundle without it, the bundle's COMMIT file (beside bin/)
+    // says the same.
+    let bundled = || {
+        let exe = std::env::current_exe().ok()?;
+        let file = exe.parent()?.parent()?.join("COMMIT");
+        let hash = std::fs::read_to_string(file).ok()?.trim().to_string();
+        (!hash.is_empty()).then_some(hash)
+    };
+    if let Some(hash) = std::env::var("TZ_COMMIT").ok().or_else(bundled) {
         return Commit { hash, dirty: None };
     }
     match git(&["rev-parse", "HEAD"]) {
