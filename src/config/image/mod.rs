@@ -213,6 +213,8 @@ fn axes(c: &Config, names: &[String]) -> Result<Vec<Axis>, ConfigError> {
                 format!("must be a finite number, 0 or more, got {scale}"),
             ));
         }
+        // -0.0 passes the check above; the metadata says 0.
+        let scale = scale + 0.0;
         let translation = d.translation.unwrap_or(0.0);
         if !translation.is_finite() {
             return Err(ConfigError::new(

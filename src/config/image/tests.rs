@@ -432,4 +432,7 @@ fn a_scale_of_0_is_kept() {
     let v = parse(dims, r#""multiscale": {"levels": 2}"#).unwrap();
     assert_eq!(v.image.transform(0).0, [0.0, 0.5, 0.0]);
     assert_eq!(v.image.transform(1).0, [0.0, 1.0, 0.0]);
+    let dims = dims.replace(r#""scale": 0}"#, r#""scale": -0.0}"#);
+    let v = parse(&dims, "").unwrap();
+    assert!(v.image.transform(0).0[2].is_sign_positive());
 }
