@@ -83,17 +83,15 @@ fn bad_input_names_the_field_and_the_rule() {
             {{"name": "y", "size": 8, "tile": 4}}, {{"name": "x", "size": 8, "tile": 4}}"#
         )
     };
-    let scale = |s: &str| {
-        format!(
-            r#"{{"name": "t", "size": 0, "tile": 2}}, {{"name": "y", "size": 8, "tile": 4, "scale": {s}}},
-            {{"name": "x", "size": 8, "tile": 4}}"#
-        )
-    };
-    let time_scale = |s: &str| {
-        format!(
-            r#"{{"name": "t", "size": 0, "tile": 2, "scale": {s}}}, {{"name": "y", "size": 8, "tile": 4}},
-            {{"name": "x", "size": 8, "tile": 4}}"#
-        )
+    // A scale of `s` on axis `axis` (0: t, 1: y) of a t y x stream.
+    let scale = |axis: usize, s: &str| {
+        let mut dims = [
+            r#"{"name": "t", "size": 0, "tile": 2"#.to_string(),
+            r#"{"name": "y", "size": 8, "tile": 4"#.to_string(),
+            r#"{"name": "x", "size": 8, "tile": 4"#.to_string(),
+        ];
+        dims[axis] += &format!(r#", "scale": {s}"#);
+        dims.map(|d| d + "}").join(", ")
     };
     let cases: Vec<(String, &str, &str, &str)> = vec![
         // OME axis rules.
@@ -196,8 +194,8 @@ fn bad_input_names_the_field_and_the_rule() {
             "dimensions[0].unit",
             "not an OME-NGFF",
         ),
-        (scale("-1.5"), "", "dimensions[1].scale", "0 or more"),
-        (time_scale("-0.5"), "", "dimensions[0].scale", "0 or more"),
+        (scale(1, "-1.5"), "", "dimensions[1].scale", "0 or more"),
+        (scale(0, "-0.5"), "", "dimensions[0].scale", "0 or more"),
         // Levels and downsampling.
         (
             TZYX.into(),
