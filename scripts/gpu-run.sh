@@ -21,7 +21,7 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 
 NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
-export NVCC
+export NVCC TZ_KERNEL_CACHE="${TZ_KERNEL_CACHE:-$repo/target/kernel-cache}"
 
 # Test executables with the kernels in them.
 cargo test --release --no-run --message-format=json 2>/dev/null \

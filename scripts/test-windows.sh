@@ -45,6 +45,8 @@ target=x86_64-pc-windows-gnu
 profile=wine
 export RUSTC_BOOTSTRAP=1 RUSTC=/usr/bin/rustc
 export CARGO_TARGET_DIR="$repo/target/windows"
+# The GPU kernels as the Linux builds compiled them, where nvcc is found.
+export TZ_KERNEL_CACHE="${TZ_KERNEL_CACHE:-$repo/target/kernel-cache}"
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
 export WINEPREFIX="$work/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="

@@ -71,9 +71,12 @@ wait_setup() {
     grep -v '^/' "$setup_logs/$1" >&2 || true
 }
 PY=$(scripts/setup-python.sh | tail -1)
-# The CUDA compiler, so that every run also compiles the GPU kernels.
+# The CUDA compiler, so that every run also compiles the GPU kernels: once,
+# kept in target/kernel-cache for the other builds of the run (clippy's,
+# the release, the Python wheel, Windows), which would each take minutes
+# of nvcc otherwise (build.rs).
 NVCC=$(scripts/setup-cuda-compiler.sh | tail -1)
-export NVCC TZ_REQUIRE_KERNELS=1
+export NVCC TZ_REQUIRE_KERNELS=1 TZ_KERNEL_CACHE="$repo/target/kernel-cache"
 wait_setup s3
 wait_setup docs
 # The S3-compatible server's binary (s3s-fs), the last line of its set-up.

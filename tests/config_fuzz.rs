@@ -1,6 +1,7 @@
 //! Configurations generated over the JSON schema (and off it), through the
 //! C API, at least 100,000 per run (`TZ_FUZZ_CASES` changes the count; the
-//! same cases every run unless `TZ_FUZZ_RANDOM` is set):
+//! same cases every run unless `TZ_FUZZ_RANDOM` is set), shared among child
+//! processes run at once, one a core up to 4 (`TZ_FUZZ_PARTS` changes it):
 //!
 //! * tz_create_json never aborts the process (the run is under an address
 //!   space limit, so an allocation too large fails instead of swapping);
@@ -15,6 +16,7 @@
 mod common;
 mod support;
 
+use common::child::{self, Limits};
 use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{
@@ -23,6 +25,7 @@ use proptest::test_runner::{
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::collections::HashMap;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use support::decode;
 use tiledzarr::config::IndexLocation;
@@ -227,26 +230,73 @@ fn text_cases() -> impl Strategy<Value = String> {
     ]
 }
 
+const TEST: &str = "generated_configurations_never_abort_and_stream_within_their_estimate";
+
+/// The cases run in child processes of this test, at once: a case runs on
+/// one thread, and the allocation counter and the address space limit are
+/// a process's, so a process of its own for each share of the cases is
+/// what fills the cores.
 #[test]
 fn generated_configurations_never_abort_and_stream_within_their_estimate() {
-    // The allocation counter is the process's: this binary's only test.
+    let env_number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let cases = env_number("TZ_FUZZ_CASES").unwrap_or(100_000);
+    if let Some(role) = child::role() {
+        let (part, parts) = role
+            .split_once('/')
+            .and_then(|(p, n)| Some((p.parse().ok()?, n.parse().ok()?)))
+            .expect("the child's role is PART/PARTS");
+        return run_part(part, parts, cases);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let parts = env_number("TZ_FUZZ_PARTS").unwrap_or(cores.min(4)).max(1);
+    let children: Vec<_> = (0..parts)
+        .map(|part| {
+            child::command(TEST, &format!("{part}/{parts}"), &[], Limits::default())
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("starting a child")
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for (part, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().expect("waiting for a child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The child's tally, to see what the cases reached (the harness
+        // prints it after the test's name, on the same line).
+        let tally = format!("part {part} of {parts}: ");
+        for line in stdout.lines().filter_map(|l| Some(&l[l.find(&tally)?..])) {
+            println!("{line}");
+        }
+        if !out.status.success() {
+            failed.push(format!(
+                "part {part} of {parts} failed ({}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Part `part` of `parts`: its share of `cases`, drawn from a seed of its
+/// own (the same on every run, unless TZ_FUZZ_RANDOM draws new ones, to
+/// search further).
+fn run_part(part: u64, parts: u64, cases: u64) {
     set_address_space_limit();
-    let cases: u32 = std::env::var("TZ_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+    let share = cases / parts + u64::from(part < cases % parts);
     let config = RunnerConfig {
-        cases,
+        cases: u32::try_from(share).expect("TZ_FUZZ_CASES fits a u32"),
         failure_persistence: None,
         max_shrink_iters: 2000,
         ..RunnerConfig::default()
     };
-    // The same cases on every run (a test suite's result must not depend
-    // on the draw); TZ_FUZZ_RANDOM=1 draws new ones, to search further.
     let mut runner = if std::env::var_os("TZ_FUZZ_RANDOM").is_some() {
         TestRunner::new(config)
     } else {
-        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&part.to_le_bytes());
+        seed[8..16].copy_from_slice(b"tz-fuzz\0");
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed))
     };
     let tally = std::cell::RefCell::new(Tally::default());
     runner
@@ -255,10 +305,10 @@ fn generated_configurations_never_abort_and_stream_within_their_estimate() {
         })
         .unwrap();
     let t = tally.into_inner();
-    println!("{t:?}");
-    assert!(t.cases >= cases as u64);
-    // The generator reaches every outcome that matters.
-    assert!(t.streamed > cases as u64 / 20, "{t:?}");
+    println!("part {part} of {parts}: {t:?}");
+    assert!(t.cases >= share);
+    // The generator reaches every outcome that matters, in every part.
+    assert!(t.streamed > share / 20, "{t:?}");
     for status in [tz_status::TZ_ERR_CONFIG, tz_status::TZ_ERR_OUT_OF_MEMORY] {
         assert!(
             t.refused.get(&(status as i32)).is_some_and(|&n| n > 10),
