@@ -23,7 +23,10 @@ echo "setup-docs: installing mdbook $MDBOOK_VERSION into $root (one time, a few 
 # Only the HTML renderer and its search index: the live server and the file
 # watcher are not needed to build, and leaving them out halves the build.
 # Its own target dir, so the library's target/ is neither touched nor locked.
+# Unoptimized (--debug): it builds in about half the time (76 s against 135
+# on 2 cores), and renders this guide in 2.6 s instead of 0.4, the same
+# files byte for byte.
 CARGO_TARGET_DIR="$root/build" cargo install mdbook --version "$MDBOOK_VERSION" \
-    --locked --no-default-features --features search --root "$root" --quiet >&2
+    --locked --no-default-features --features search --root "$root" --quiet --debug >&2
 rm -rf "$root/build"
 echo "$bin"
