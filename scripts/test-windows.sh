@@ -151,12 +151,9 @@ sync
 { echo 1 >/proc/sys/vm/drop_caches; } 2>/dev/null || true
 # The stores some tests write land under the prefix's temp folder.
 # Left out by name:
-# - 66 streams written through retry loops whose 200 us sleeps last a whole
-#   Windows timer tick (over 5 minutes under Wine; it runs on Linux);
 # - replacing zarr.json under a handle kept with delete sharing: Wine 8 has
 #   no POSIX-semantics rename (Windows 10 1607 and later do).
 declare -A skip_under_wine=(
-    [every_dtype_round_trips_over_random_shapes]="Windows timer ticks in its retry loops"
     [zarr_json_is_replaced_under_a_handle_kept_with_delete_sharing]="Wine 8 has no POSIX-semantics rename"
 )
 skip_args=()
