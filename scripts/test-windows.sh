@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The Windows build, cross-compiled here and tested under Wine:
 #
-#   scripts/test-windows.sh [WORK_DIR]
+#   scripts/test-windows.sh [--build-only] [WORK_DIR]
+#
+# --build-only stops after step 3 and the wheel's build; a later call with
+# the same WORK_DIR finds the builds done (scripts/test.sh builds beside
+# Linux steps that leave a core idle, and tests at its end).
 #
 # 1. the toolchain, from Debian's packages where missing (Rust 1.96 with the
 #    standard library's source for -Zbuild-std, MinGW-w64, Wine 8.0); a
@@ -31,6 +35,11 @@ started=$(date +%s)
 # Each step with the seconds since this script started, to see where its
 # time goes.
 step() { printf '\n=== windows [%d s]: %s\n' $(($(date +%s) - started)) "$*" >&2; }
+build_only=false
+if [[ "${1:-}" == --build-only ]]; then
+    build_only=true
+    shift
+fi
 work="${1:-}"
 if [[ -z "$work" ]]; then
     work=$(mktemp -d)
@@ -100,9 +109,12 @@ fi
 step "build: tiledzarr.dll, libtiledzarr.dll.a, libtiledzarr.a and the test programs"
 t0=$(date +%s)
 # One feature resolution for the DLL and the tests: `cargo build` makes the
-# DLL and the integration tests, `cargo test` below adds the library's own
-# test program; the dependencies are built once.
+# DLL and the integration tests, `cargo test --no-run` adds the library's
+# own test program (and nvcomp-sys's); the dependencies are built once, and
+# the tests below only run.
 "${cargo[@]}" build "${build[@]}" "${test_args[@]}"
+"${cargo[@]}" test --no-run "${build[@]}" "${test_args[@]}"
+"${cargo[@]}" test --no-run "${build[@]}" -p nvcomp-sys --lib
 echo "built in $(($(date +%s) - t0)) s" >&2
 for f in tiledzarr.dll libtiledzarr.dll.a libtiledzarr.a; do
     [[ -f "$out/$f" ]] || { echo "missing $out/$f" >&2; exit 1; }
@@ -140,6 +152,23 @@ echo "$(wc -l <<<"$exported") tz_* functions: every one in the header is exporte
     sed 's/^/    /' <<<"$exported"
 } >"$out/tiledzarr.def"
 x86_64-w64-mingw32-dlltool -m i386:x86-64 -d "$out/tiledzarr.def" -D tiledzarr.dll -l "$out/tiledzarr.lib"
+PY=${TZ_PY:-$(scripts/setup-python.sh | tail -1)}
+# The Python wheel for win_amd64 into $work/wheel. The same target folder and
+# profile, and the same standard library: a build of test programs adds the
+# `test` crate to it, which every crate built then depends on, so it is named
+# here too. With the features that python/Cargo.toml unifies, only pyo3 and
+# the bindings are new.
+build_wheel() {
+    "$(dirname "$PY")/maturin" build --quiet -m python/Cargo.toml \
+        --no-default-features --features abi3-py311 \
+        --target "$target" --profile "$profile" -Zbuild-std=std,panic_abort,test -o "$work/wheel" >&2
+}
+if $build_only; then
+    step "the Python wheel for win_amd64, built (checked on the next call)"
+    build_wheel
+    step "built (--build-only): the tests run on the next call"
+    exit 0
+fi
 
 step "tests under Wine"
 # Wine's figure for the memory available may leave out what the page cache
@@ -176,14 +205,7 @@ done
 ((failed == 0 && passed > 0))
 
 step "the Python wheel for win_amd64 (abi3, CPython 3.11 and later: python/Cargo.toml says why)"
-PY=${TZ_PY:-$(scripts/setup-python.sh | tail -1)}
-# The same target folder and profile, and the same standard library: a
-# build of test programs adds the `test` crate to it, which every crate
-# built then depends on, so it is named here too. With the features that
-# python/Cargo.toml unifies, only pyo3 and the bindings are new.
-"$(dirname "$PY")/maturin" build --quiet -m python/Cargo.toml \
-    --no-default-features --features abi3-py311 \
-    --target "$target" --profile "$profile" -Zbuild-std=std,panic_abort,test -o "$work/wheel" >&2
+build_wheel
 wheel=$(echo "$work"/wheel/tiledzarr-*-cp311-abi3-win_amd64.whl)
 [[ -f "$wheel" ]] || { echo "no cp311-abi3-win_amd64 wheel in $work/wheel" >&2; ls "$work/wheel" >&2; exit 1; }
 python3 -m zipfile -l "$wheel" >&2

@@ -108,7 +108,12 @@ fi
 
 work=$(mktemp -d)
 s3_pid=""
+windows_build=""
 cleanup() {
+    if [[ -n "$windows_build" ]]; then
+        kill -- -"$windows_build" 2>/dev/null || kill "$windows_build" 2>/dev/null || true
+        wait "$windows_build" 2>/dev/null || true
+    fi
     if [[ -n "$s3_pid" ]]; then
         kill "$s3_pid" 2>/dev/null || true
         wait "$s3_pid" 2>/dev/null || true
@@ -138,6 +143,17 @@ if [[ $s3_ran -lt 10 ]]; then
     echo "expected 10 object store tests to run against the S3 servers, $s3_ran did" >&2
     exit 1
 fi
+
+# The Windows build (about 10 minutes of both cores) beside the Linux steps
+# below, which mostly run one reader at a time and leave a core idle; its
+# tests run at the end. Not beside `cargo test`: its timing tests (latency
+# bounds, camera rates) need the cores they were written for.
+wait_setup windows
+set -m
+TZ_PY="$PY" scripts/test-windows.sh --build-only "$work/windows" >"$setup_logs/windows-build" 2>&1 &
+windows_build=$!
+set +m
+echo "the Windows build runs in the background (its log: at the Windows step)" >&2
 
 step "readback by zarr-python and tensorstore"
 TZ_READBACK_DIR="$work/readback" cargo test --release --test readback_fixtures
@@ -316,7 +332,14 @@ step "the guide: figures current with the records, mdBook build, links and READM
 scripts/docs.sh
 
 step "Windows: cross-built, tested under Wine (scripts/test-windows.sh)"
-wait_setup windows
+windows_built=0
+wait "$windows_build" || windows_built=$?
+windows_build=""
+cat "$setup_logs/windows-build" >&2
+if ((windows_built != 0)); then
+    echo "the Windows build failed (exit status $windows_built; its log above)" >&2
+    exit 1
+fi
 TZ_PY="$PY" scripts/test-windows.sh "$work/windows"
 
 step "all tests passed"
