@@ -25,7 +25,6 @@ ts = pytest.importorskip("tensorstore")
 
 from ome_writers import AcquisitionSettings, Channel, Dimension, Plate, Position  # noqa: E402
 from ome_stores import assert_same_stores, frame_metadata_of, read  # noqa: E402
-from tiledzarr._acquisition_layout import layout_of  # noqa: E402
 
 UM = "micrometer"
 #: The CPU backend, two threads, a small staging: the suite's usual stream.
@@ -398,19 +397,39 @@ def test_bad_input_is_refused_clearly(tmp_path):
     assert frame_metadata_of(tmp_path / "s.zarr", "") == [{"exposure": 5.0, "storage_index": [0]}]
 
 
+def test_acquisition_config_is_what_from_acquisition_creates_and_creates_nothing(tmp_path):
+    settings = settings_of(dimensions=[Dimension(name="c", count=2, type="channel", coords=["a", "b"]),
+                                       Dimension(name="y", count=16, type="space"),
+                                       Dimension(name="x", count=16, type="space")])
+    config = tiledzarr.Stream.acquisition_config(settings, path=tmp_path / "a.zarr", **OPTIONS)
+    assert list(tmp_path.iterdir()) == []
+    assert tiledzarr.estimate_memory(config).host_bytes > 0
+    with tiledzarr.Stream(config) as plain:
+        from_config = plain.config
+    with tiledzarr.Stream.from_acquisition(settings, path=tmp_path / "b.zarr", **OPTIONS) as s:
+        created = s.config
+    assert from_config.pop("store")["path"] == str(tmp_path / "a.zarr")
+    assert created.pop("store")["path"] == str(tmp_path / "b.zarr")
+    assert from_config == created
+    # The same refusals as from_acquisition, before anything is created.
+    with pytest.raises(tiledzarr.ConfigError, match="format 'ome-tiff'"):
+        tiledzarr.Stream.acquisition_config(settings_of(root_path="x.ome.tiff"),
+                                            path=tmp_path / "c.zarr", **OPTIONS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr", "b.zarr"]
+
+
 def test_channel_names_travel_in_the_configuration_to_any_store():
     # The library writes the omero block itself, so an object store gets it
     # too; one it refuses is named.
     named = settings_of(dimensions=[Dimension(name="c", count=2, type="channel", coords=["a", "b"]),
                                     Dimension(name="y", count=16, type="space"),
                                     Dimension(name="x", count=16, type="space")])
-    layout = layout_of(named, path=None, dtype=None, store={"url": "s3://bucket/run.zarr"},
-                       overwrite=None, codec=None, multiscale=None, frame_metadata_bytes=None,
-                       options=OPTIONS)
-    channels = layout.config["ome"]["omero"]["channels"]
+    config = tiledzarr.Stream.acquisition_config(named, store={"url": "s3://bucket/run.zarr"},
+                                                 **OPTIONS)
+    channels = config["ome"]["omero"]["channels"]
     assert [(c["label"], c["color"]) for c in channels] == [("a", "FFFFFF"), ("b", "FFFFFF")]
     assert channels[0]["window"] == {"start": 0.0, "min": 0.0, "end": 65535.0, "max": 65535.0}
-    local = {**layout.config, "store": {"path": "unused.zarr"}}
+    local = {**config, "store": {"path": "unused.zarr"}}
     assert tiledzarr.estimate_memory(local).host_bytes > 0
     local["ome"]["omero"]["channels"].pop()
     with pytest.raises(tiledzarr.ConfigError, match=r"ome\.omero\.channels.*\"c\" has 2"):
@@ -420,11 +439,10 @@ def test_channel_names_travel_in_the_configuration_to_any_store():
     flat = settings_of(dimensions=[Dimension(name="t", count=2, type="time", scale=0),
                                    Dimension(name="y", count=16, type="space", scale=0),
                                    Dimension(name="x", count=16, type="space")])
-    layout = layout_of(flat, path=None, dtype=None, store={"url": "s3://bucket/run.zarr"},
-                       overwrite=None, codec=None, multiscale=None, frame_metadata_bytes=None,
-                       options=OPTIONS)
-    assert [d.get("scale") for d in layout.config["dimensions"]] == [0.0, 0.0, None]
-    tiledzarr.estimate_memory({**layout.config, "store": {"path": "unused.zarr"}})
+    config = tiledzarr.Stream.acquisition_config(flat, store={"url": "s3://bucket/run.zarr"},
+                                                 **OPTIONS)
+    assert [d.get("scale") for d in config["dimensions"]] == [0.0, 0.0, None]
+    tiledzarr.estimate_memory({**config, "store": {"path": "unused.zarr"}})
 
 
 def test_what_the_library_keeps_elsewhere_is_refused_or_bounded(tmp_path):

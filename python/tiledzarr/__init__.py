@@ -291,6 +291,18 @@ class Stream:
 
         return from_acquisition(acquisition, **kwargs)
 
+    @staticmethod
+    def acquisition_config(acquisition: Any, /, **kwargs: Any) -> dict[str, Any]:
+        """The configuration :meth:`from_acquisition` would create its
+        stream with, for the same arguments, without creating anything or
+        touching the store: to look at, to keep, or to size with
+        :func:`estimate_memory` before an acquisition starts. Raises what
+        ``from_acquisition`` raises for the same arguments before it
+        creates the stream."""
+        from .acquisition import acquisition_layout
+
+        return acquisition_layout(acquisition, **kwargs).config
+
     def write(self, data: Any, *, key: Optional[str] = None) -> int:
         """Copies as much of ``data`` (any C-contiguous buffer: a numpy
         array, bytes, a memoryview) as free staging memory takes, without

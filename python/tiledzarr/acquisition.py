@@ -373,7 +373,7 @@ def _settings_of_sequence(
     )
 
 
-def from_acquisition(
+def acquisition_layout(
     acquisition: Any,
     *,
     path: Optional[str] = None,
@@ -390,10 +390,9 @@ def from_acquisition(
     store: Any = None,
     frame_metadata_bytes: Optional[int] = None,
     **options: Any,
-) -> AcquisitionStream:
-    """See :meth:`tiledzarr.Stream.from_acquisition`."""
-    from . import Stream
-
+) -> AcquisitionLayout:
+    """The layout :meth:`tiledzarr.Stream.from_acquisition` writes, its
+    configuration among it; nothing is created."""
     if _is_sequence(acquisition):
         if path is None and store is None:
             raise ConfigError("from_acquisition: give path= (the store) with an MDASequence")
@@ -439,4 +438,12 @@ def from_acquisition(
             f"from_acquisition: frame_shape={tuple(frame_shape)} differs from the "
             f"acquisition's {layout.frame_shape}"
         )
+    return layout
+
+
+def from_acquisition(acquisition: Any, **kwargs: Any) -> AcquisitionStream:
+    """See :meth:`tiledzarr.Stream.from_acquisition`."""
+    from . import Stream
+
+    layout = acquisition_layout(acquisition, **kwargs)
     return AcquisitionStream(layout, Stream(layout.config))
