@@ -18,14 +18,31 @@ pub fn available_host_bytes() -> Option<u64> {
         .min()
 }
 
+/// The available physical memory. A status with no total is no answer:
+/// Wine's `GlobalMemoryStatusEx` keeps its last answer for a second, and a
+/// thread that asks while another is filling it in for the first time gets
+/// it still all zeros (streams created at once in a new process under Wine
+/// were refused with "0 bytes available"). Asked again a moment later, the
+/// answer is there; still none after that, the system says nothing.
 fn physical_available() -> Option<u64> {
-    // SAFETY: MEMORYSTATUSEX is plain data; the call reads dwLength, set
-    // below, and fills the rest.
-    let mut status: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
-    status.dwLength = std::mem::size_of::<MEMORYSTATUSEX>() as u32;
-    // SAFETY: `status` is a valid, writable MEMORYSTATUSEX of that length.
-    let ok = unsafe { GlobalMemoryStatusEx(&mut status) };
-    (ok != 0).then_some(status.ullAvailPhys)
+    for attempt in 0..3 {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // SAFETY: MEMORYSTATUSEX is plain data; the call reads dwLength,
+        // set below, and fills the rest.
+        let mut status: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
+        status.dwLength = std::mem::size_of::<MEMORYSTATUSEX>() as u32;
+        // SAFETY: `status` is a valid, writable MEMORYSTATUSEX of that length.
+        let ok = unsafe { GlobalMemoryStatusEx(&mut status) };
+        if ok == 0 {
+            return None;
+        }
+        if status.ullTotalPhys > 0 {
+            return Some(status.ullAvailPhys);
+        }
+    }
+    None
 }
 
 /// What the job object the process runs in (if any) leaves it: the process
