@@ -37,6 +37,18 @@ pub struct BatchJob<'a> {
     pub level1: Option<Level1Job<'a>>,
 }
 
+impl<'a> BatchJob<'a> {
+    /// Each epoch's input, in order.
+    pub fn epoch_inputs(&self) -> impl Iterator<Item = &'a [u8]> {
+        let bytes: usize = self.input.iter().map(|run| run.len()).sum();
+        let epoch_bytes = (bytes / self.epochs.max(1)).max(1);
+        let runs: &'a [&'a [u8]] = self.input;
+        runs.iter()
+            .flat_map(move |run| run.chunks(epoch_bytes))
+            .take(self.epochs)
+    }
+}
+
 /// Pyramid level 1 of a batch: its first `planes` planes reduced by
 /// `reduction` (in pairs along dimension 0 with `pairs`).
 #[derive(Clone, Copy)]
@@ -69,10 +81,7 @@ pub trait Backend: Send {
         spare: &mut dyn FnMut() -> CompressedEpoch,
         done: &mut dyn FnMut(CompressedEpoch) -> bool,
     ) -> Result<()> {
-        let bytes: usize = job.input.iter().map(|run| run.len()).sum();
-        let epoch_bytes = bytes / job.epochs.max(1);
-        let epochs = job.input.iter().flat_map(|run| run.chunks(epoch_bytes));
-        for (k, input) in epochs.take(job.epochs).enumerate() {
+        for (k, input) in job.epoch_inputs().enumerate() {
             if job.cancel.load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }

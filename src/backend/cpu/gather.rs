@@ -34,9 +34,11 @@ const TASK_BYTES_MAX: usize = 4 << 20;
 const INPUT_PAGE: usize = 4096;
 
 /// Tasks per worker thread an epoch keeps at least when its tasks grow
-/// past [`TASK_BYTES`]: the workers meet at the end of every epoch, and
-/// the fewer its tasks, the longer the others wait for the last ones (on
-/// 16 cores whole rows of cam-32 gained nothing; see docs/performance-log.md).
+/// past [`TASK_BYTES`], and a group of epochs has at least when its
+/// epochs have fewer ([`group_epochs`]): the workers meet at the end of
+/// every group, and the fewer its tasks, the longer the others wait for
+/// the last ones (on 16 cores whole rows of cam-32 gained nothing; see
+/// docs/performance-log.md).
 const TASKS_PER_THREAD: u64 = 16;
 
 /// Tiles one task of `threads` workers gathers and compresses.
@@ -51,6 +53,24 @@ pub fn task_tiles(layout: &Layout, threads: usize) -> u64 {
         .max(1)
 }
 
+/// How many tasks [`row_tasks`] splits an epoch into.
+pub fn tasks_per_epoch(layout: &Layout, max_tiles: u64) -> u64 {
+    let per_row = layout.tiles_per_row();
+    layout.tiles_per_epoch() / per_row * per_row.div_ceil(max_tiles.max(1))
+}
+
+/// Epochs whose tasks the workers take from one queue (a group), at most
+/// `most`: an epoch of fewer than [`TASKS_PER_THREAD`] tasks per worker
+/// would leave workers idle at its end, where they meet (a 2048 x 2048
+/// uint16 frame of 128 x 128 tiles is 16 tasks, a row each: one per
+/// worker on 16 cores).
+pub fn group_epochs(layout: &Layout, threads: usize, most: u64) -> u64 {
+    let tasks = tasks_per_epoch(layout, task_tiles(layout, threads)).max(1);
+    (TASKS_PER_THREAD * threads.max(1) as u64)
+        .div_ceil(tasks)
+        .clamp(1, most.max(1))
+}
+
 /// Splits the tile pool into row tasks of at most `max_tiles` tiles.
 pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     let per_row = layout.tiles_per_row();
@@ -58,7 +78,7 @@ pub fn row_tasks(layout: &Layout, max_tiles: u64) -> Result<Vec<RowTask>> {
     let mut tasks = Vec::new();
     try_reserve(
         &mut tasks,
-        (rows * per_row.div_ceil(max_tiles)) as usize,
+        tasks_per_epoch(layout, max_tiles) as usize,
         "gather tasks",
     )?;
     for r in 0..rows {

@@ -1,13 +1,15 @@
 //! The CPU backend: per task (a run of tiles of one row), gather from the
 //! epoch's row-major input, compress, and append each shard's chunks to
-//! its output in order, on a pool of worker threads.
+//! its output in order, on a pool of worker threads. Small epochs go to
+//! the workers in groups (one queue of tasks for several epochs), so that
+//! they meet once per group, not once per epoch.
 
 pub mod downsample;
 /// Public for the criterion benchmark of the scatter.
 pub mod gather;
 mod pack;
 
-use super::{Backend, EpochJob};
+use super::{Backend, BatchJob, EpochJob};
 use crate::codec::ChunkCompressor;
 use crate::config::{Codec, Validated};
 use crate::error::{Error, Result};
@@ -16,10 +18,10 @@ use crate::memory::MemoryPlan;
 use crate::memory::{try_filled, try_reserve};
 use crate::metrics::{Metrics, Stage};
 use crate::shard::{CompressedEpoch, ShardAssembler};
-use gather::{gather_row, row_tasks, scratch_stride, task_tiles, RowTask};
-use pack::{Packer, Piece, PieceBuf};
+use gather::{gather_row, group_epochs, row_tasks, scratch_stride, task_tiles, RowTask};
+use pack::{EpochOut, Packer, Piece, PieceBuf};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,11 +40,20 @@ pub fn plan(v: &Validated) -> MemoryPlan {
 /// their own (see [`pack`]) before a worker waits instead.
 const WAITING_PER_THREAD: usize = 2;
 
+/// The most epochs of a batch given to the workers at once.
+const MAX_GROUP_EPOCHS: u64 = 64;
+
+/// Epochs of a batch the workers take at once for `layout`: at most a
+/// staging buffer's ([`group_epochs`]).
+fn group_of(v: &Validated, layout: &Layout) -> u64 {
+    group_epochs(layout, v.threads, v.epochs_per_buffer.min(MAX_GROUP_EPOCHS))
+}
+
 /// What the CPU backend holds for `layout`: the compressed epochs in
-/// flight (up to four: being packed, queued, being delivered, spare),
-/// each with room for every shard's chunks and their offsets, each
-/// worker's gather scratch and piece buffer, the pieces that may wait,
-/// the tables of positions and pieces, and the shard assembler.
+/// flight (a group being packed, and three more: queued, being delivered,
+/// spare), each with room for every shard's chunks and their offsets,
+/// each worker's gather scratch and piece buffer, the pieces that may
+/// wait, the tables of positions and pieces, and the shard assembler.
 fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes()) as u64;
     let tiles = layout.tiles_per_epoch();
@@ -52,10 +63,11 @@ fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let threads = v.threads as u64;
     let scratch = threads * task * scratch_stride(layout.tile_bytes()) as u64;
     let pieces = threads * (1 + WAITING_PER_THREAD as u64) * task * (chunk + 8);
-    let tables = positions * 8
+    let tables = group_of(v, layout) * positions * 8
         + tiles * (std::mem::size_of::<Piece>() + std::mem::size_of::<Vec<Piece>>()) as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
-    [4 * epoch_out, scratch, pieces, tables, assembler]
+    let in_flight = (group_of(v, layout) + 3).saturating_mul(epoch_out);
+    [in_flight, scratch, pieces, tables, assembler]
         .iter()
         .fold(0u64, |sum, &b| sum.saturating_add(b))
 }
@@ -96,8 +108,11 @@ pub struct CpuBackend {
     /// One per pool thread: its compressor and buffers, kept from epoch
     /// to epoch.
     workers: Vec<Mutex<Worker>>,
-    /// Chunk bytes of each shard-major position of the epoch being packed.
-    sizes: Vec<u64>,
+    /// Epochs of a batch given to the workers at once.
+    group: usize,
+    /// Chunk bytes of each shard-major position, for each epoch of the
+    /// group being packed.
+    sizes: Vec<Vec<u64>>,
     /// The most bytes one shard's chunks of an epoch take.
     shard_bound: usize,
     /// Buffers for pieces that wait for their turn.
@@ -144,8 +159,19 @@ impl CpuBackend {
         }
         let max_chunk = crate::codec::max_chunk_bytes(v.config.codec, layout.tile_bytes());
         let per_shard = layout.chunks_per_shard_epoch() as usize;
+        let group = group_of(v, &layout) as usize;
+        let mut sizes = Vec::new();
+        try_reserve(&mut sizes, group, "chunk sizes")?;
+        for _ in 0..group {
+            sizes.push(try_filled(
+                layout.shard_major_len() as usize,
+                0,
+                "chunk sizes",
+            )?);
+        }
         Ok(CpuBackend {
-            sizes: try_filled(layout.shard_major_len() as usize, 0, "chunk sizes")?,
+            group,
+            sizes,
             shard_bound: per_shard.saturating_mul(max_chunk),
             layout,
             pool,
@@ -168,48 +194,75 @@ pub fn worker_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
         .map_err(|e| Error::Internal(format!("starting worker threads: {e}")))
 }
 
-impl Backend for CpuBackend {
-    fn compress_epoch(&mut self, job: EpochJob<'_>, out: &mut CompressedEpoch) -> Result<()> {
+impl CpuBackend {
+    /// Gathers, compresses and packs the epochs `inputs` (the first one
+    /// epoch `first_epoch`) into `outs`, one each, in one pass of the
+    /// workers over every epoch's tasks.
+    fn compress_group(
+        &mut self,
+        first_epoch: u64,
+        inputs: &[&[u8]],
+        outs: &mut [CompressedEpoch],
+        cancel: &AtomicBool,
+        metrics: &Metrics,
+    ) -> Result<()> {
         let layout = &self.layout;
         let shards = layout.shards_per_row() as usize;
         let per_shard = layout.chunks_per_shard_epoch() as usize;
-        let data = out.data.per_shard_mut();
-        if data.len() != shards {
-            if data.is_empty() {
-                if let Some(kept) = crate::memory::take_spare_set(shards, self.shard_bound) {
-                    *data = kept;
+        while self.sizes.len() < outs.len() {
+            try_reserve(&mut self.sizes, 1, "chunk sizes")?;
+            let sizes = try_filled(layout.shard_major_len() as usize, 0, "chunk sizes")?;
+            self.sizes.push(sizes);
+        }
+        let mut targets: Vec<EpochOut<'_>> = Vec::new();
+        try_reserve(&mut targets, outs.len(), "a group's outputs")?;
+        for (out, sizes) in outs.iter_mut().zip(self.sizes.iter_mut()) {
+            let data = out.data.per_shard_mut();
+            if data.len() != shards {
+                if data.is_empty() {
+                    if let Some(kept) = crate::memory::take_spare_set(shards, self.shard_bound) {
+                        *data = kept;
+                    }
                 }
+                try_reserve(data, shards.saturating_sub(data.len()), "shard outputs")?;
+                data.resize_with(shards, Vec::new);
             }
-            try_reserve(data, shards.saturating_sub(data.len()), "shard outputs")?;
-            data.resize_with(shards, Vec::new);
+            targets.push((&mut data[..], &mut sizes[..]));
         }
         let packer = Packer::new(
-            data,
-            &mut self.sizes,
+            targets,
             per_shard,
             self.shard_bound,
             std::mem::take(&mut self.spare),
             self.may_wait,
         )?;
-        // Tasks go out in order, so that a shard's next piece is usually
-        // the next to finish.
+        // Tasks go out in order, epoch after epoch, so that a shard's next
+        // piece is usually the next to finish.
         let next = AtomicUsize::new(0);
         let failure = Mutex::new(None);
         let (tasks, pieces, workers) = (&self.tasks, &self.pieces, &self.workers);
+        let per_epoch = tasks.len().max(1);
+        let total = tasks.len() * inputs.len();
         self.pool.broadcast(|ctx| {
             let mut worker = workers[ctx.index()].lock();
             loop {
                 let t = next.fetch_add(1, Relaxed);
-                if t >= tasks.len() || packer.is_stopped() {
+                if t >= total || packer.is_stopped() {
                     return;
                 }
-                if job.cancel.load(Relaxed) {
+                if cancel.load(Relaxed) {
                     packer.stop();
                     return;
                 }
-                let done = worker.run(layout, &tasks[t], &pieces[t], &job, &packer);
-                if let Err(e) = done {
-                    failure.lock().get_or_insert(e);
+                let (e, k) = (t / per_epoch, t % per_epoch);
+                let epoch = Epoch {
+                    index: e,
+                    input: inputs[e],
+                    packer: &packer,
+                    metrics,
+                };
+                if let Err(err) = worker.run(layout, &tasks[k], &pieces[k], &epoch) {
+                    failure.lock().get_or_insert(err);
                     packer.stop();
                     return;
                 }
@@ -219,29 +272,77 @@ impl Backend for CpuBackend {
         if let Some(e) = failure.into_inner() {
             return Err(e);
         }
-        out.offsets.clear();
-        try_reserve(&mut out.offsets, self.sizes.len() + 1, "an epoch's offsets")?;
-        out.offsets.push(0);
-        let mut total = 0u64;
-        for size in &self.sizes {
-            total += size;
-            out.offsets.push(total);
+        for (k, (out, sizes)) in outs.iter_mut().zip(&self.sizes).enumerate() {
+            out.offsets.clear();
+            try_reserve(&mut out.offsets, sizes.len() + 1, "an epoch's offsets")?;
+            out.offsets.push(0);
+            let mut total = 0u64;
+            for size in sizes {
+                total += size;
+                out.offsets.push(total);
+            }
+            out.epoch = first_epoch + k as u64;
         }
-        out.epoch = job.epoch;
         Ok(())
     }
 }
 
+impl Backend for CpuBackend {
+    fn compress_epoch(&mut self, job: EpochJob<'_>, out: &mut CompressedEpoch) -> Result<()> {
+        let outs = std::slice::from_mut(out);
+        self.compress_group(job.epoch, &[job.input], outs, job.cancel, job.metrics)
+    }
+
+    /// The batch's epochs in groups (see the module's comment), each
+    /// group's epochs handed on in order once the group is done.
+    fn compress_batch(
+        &mut self,
+        job: BatchJob<'_>,
+        spare: &mut dyn FnMut() -> CompressedEpoch,
+        done: &mut dyn FnMut(CompressedEpoch) -> bool,
+    ) -> Result<()> {
+        let mut inputs: Vec<&[u8]> = Vec::new();
+        try_reserve(&mut inputs, job.epochs, "a batch's epochs")?;
+        inputs.extend(job.epoch_inputs());
+        let mut outs: Vec<CompressedEpoch> = Vec::new();
+        try_reserve(&mut outs, self.group.min(inputs.len()), "a group's outputs")?;
+        let mut first = job.first_epoch;
+        for group in inputs.chunks(self.group.max(1)) {
+            if job.cancel.load(Relaxed) {
+                break;
+            }
+            outs.extend((0..group.len()).map(|_| spare()));
+            self.compress_group(first, group, &mut outs, job.cancel, job.metrics)?;
+            first += group.len() as u64;
+            for out in outs.drain(..) {
+                job.metrics.add_epoch();
+                if !done(out) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One epoch of a group, as a worker sees it.
+struct Epoch<'a, 'p> {
+    /// Its place in the group.
+    index: usize,
+    input: &'a [u8],
+    packer: &'a Packer<'p>,
+    metrics: &'a Metrics,
+}
+
 impl Worker {
-    /// Gathers `task`'s tiles, compresses them piece by piece and hands
-    /// each piece to `packer`.
+    /// Gathers `task`'s tiles from `epoch`'s input, compresses them piece
+    /// by piece and hands each piece to the epoch's packer.
     fn run(
         &mut self,
         layout: &Layout,
         task: &RowTask,
         pieces: &[Piece],
-        job: &EpochJob<'_>,
-        packer: &Packer<'_>,
+        epoch: &Epoch<'_, '_>,
     ) -> Result<()> {
         let t0 = Instant::now();
         let tile_bytes = layout.tile_bytes();
@@ -254,8 +355,8 @@ impl Worker {
             "gather scratch",
         )?;
         scratch.resize(need.max(scratch.len()), 0);
-        gather_row(layout, task, job.input, scratch);
-        let metrics: &Metrics = job.metrics;
+        gather_row(layout, task, epoch.input, scratch);
+        let metrics = epoch.metrics;
         metrics.add_time(Stage::Scatter, t0.elapsed());
         if self.compressor.is_none() {
             let made = ChunkCompressor::new(self.codec, self.elem_size)
@@ -277,7 +378,7 @@ impl Worker {
             }
             let t2 = Instant::now();
             metrics.add_time(Stage::Compress, t2 - t1);
-            packer.commit(piece, buf);
+            epoch.packer.commit(epoch.index, piece, buf);
             metrics.add_time(Stage::Aggregate, t2.elapsed());
         }
         Ok(())

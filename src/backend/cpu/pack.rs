@@ -1,4 +1,5 @@
-//! Packing a CPU epoch's chunks by shard where they are compressed.
+//! Packing a CPU epoch's chunks by shard where they are compressed (the
+//! epochs of a group at once: see the backend's `compress_batch`).
 //!
 //! A worker compresses a task's tiles into a buffer of its own, which
 //! stays in its cache, and appends them to their shard's output as soon as
@@ -101,9 +102,16 @@ impl ShardOut<'_> {
     }
 }
 
-/// The shards of one epoch being packed by the workers.
+/// Where one epoch of a group is packed: its active shards' outputs (one
+/// vector each, emptied here) and its chunk sizes (one entry per
+/// shard-major position).
+pub type EpochOut<'a> = (&'a mut [Vec<u8>], &'a mut [u64]);
+
+/// The shards of a group of epochs being packed by the workers.
 pub struct Packer<'a> {
+    /// Epoch after epoch, each epoch's active shards in order.
     shards: Vec<(Mutex<ShardOut<'a>>, Condvar)>,
+    shards_per_epoch: usize,
     /// Buffers for pieces that wait, and how many more may wait.
     spare: Mutex<Vec<PieceBuf>>,
     may_wait: AtomicUsize,
@@ -113,47 +121,56 @@ pub struct Packer<'a> {
 }
 
 impl<'a> Packer<'a> {
-    /// A packer into `data` (one vector per active shard, emptied here,
-    /// each with room for `shard_bound` bytes) and `sizes` (one entry per
-    /// shard-major position), letting up to `may_wait` pieces wait in
-    /// buffers from `spare`.
+    /// A packer into `epochs` (each of its shard vectors given room for
+    /// `shard_bound` bytes; all with the same number of shards), letting up
+    /// to `may_wait` pieces of the whole group wait in buffers from
+    /// `spare`.
     pub fn new(
-        data: &'a mut [Vec<u8>],
-        sizes: &'a mut [u64],
+        epochs: Vec<EpochOut<'a>>,
         per_shard: usize,
         shard_bound: usize,
         spare: Vec<PieceBuf>,
         may_wait: usize,
     ) -> Result<Packer<'a>> {
-        sizes.fill(0);
+        let shards_per_epoch = epochs.first().map_or(0, |(data, _)| data.len());
         let mut shards = Vec::new();
-        try_reserve(&mut shards, data.len(), "shard outputs")?;
-        for (k, (data, sizes)) in data.iter_mut().zip(sizes.chunks_mut(per_shard)).enumerate() {
-            data.clear();
-            try_reserve(data, shard_bound, "a shard's compressed bytes")?;
-            let out = ShardOut {
-                data,
-                sizes,
-                first_pos: (k * per_shard) as u64,
-                next: 0,
-                waiting: Vec::new(),
-            };
-            shards.push((Mutex::new(out), Condvar::new()));
+        try_reserve(
+            &mut shards,
+            shards_per_epoch.saturating_mul(epochs.len()),
+            "shard outputs",
+        )?;
+        for (data, sizes) in epochs {
+            debug_assert_eq!(data.len(), shards_per_epoch);
+            sizes.fill(0);
+            for (k, (data, sizes)) in data.iter_mut().zip(sizes.chunks_mut(per_shard)).enumerate() {
+                data.clear();
+                try_reserve(data, shard_bound, "a shard's compressed bytes")?;
+                let out = ShardOut {
+                    data,
+                    sizes,
+                    first_pos: (k * per_shard) as u64,
+                    next: 0,
+                    waiting: Vec::new(),
+                };
+                shards.push((Mutex::new(out), Condvar::new()));
+            }
         }
         Ok(Packer {
             shards,
+            shards_per_epoch,
             spare: Mutex::new(spare),
             may_wait: AtomicUsize::new(may_wait),
             stopped: AtomicBool::new(false),
         })
     }
 
-    /// Hands on `piece`'s chunks in `buf`: appended to the shard now when
-    /// every earlier piece of it is in (with any waiting pieces that
-    /// follow), else kept until they are (`buf` then holds a spare
-    /// buffer), else, with too many waiting, once they are.
-    pub fn commit(&self, piece: &Piece, buf: &mut PieceBuf) {
-        let (lock, turn) = &self.shards[piece.shard];
+    /// Hands on `piece`'s chunks in `buf`, a piece of the group's epoch
+    /// `epoch`: appended to the shard now when every earlier piece of it is
+    /// in (with any waiting pieces that follow), else kept until they are
+    /// (`buf` then holds a spare buffer), else, with too many waiting, once
+    /// they are.
+    pub fn commit(&self, epoch: usize, piece: &Piece, buf: &mut PieceBuf) {
+        let (lock, turn) = &self.shards[epoch * self.shards_per_epoch + piece.shard];
         let mut out = lock.lock();
         loop {
             if out.next == piece.seq {
@@ -202,7 +219,7 @@ impl<'a> Packer<'a> {
         self.stopped.load(Ordering::Relaxed)
     }
 
-    /// The spare buffers, for the next epoch; an error when a piece was
+    /// The spare buffers, for the next group; an error when a piece was
     /// lost (only after [`Packer::stop`]).
     pub fn finish(self) -> Result<Vec<PieceBuf>> {
         let mut spare = self.spare.into_inner();

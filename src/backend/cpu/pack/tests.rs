@@ -103,8 +103,14 @@ fn shards_hold_their_pieces_in_order_whatever_the_commit_order() {
         for round in 0..20u64 {
             let mut data = vec![b"stale".to_vec(); shards];
             let mut sizes = vec![9u64; shards * per_shard];
-            let packer =
-                Packer::new(&mut data, &mut sizes, per_shard, 64, Vec::new(), may_wait).unwrap();
+            let packer = Packer::new(
+                vec![(&mut data, &mut sizes)],
+                per_shard,
+                64,
+                Vec::new(),
+                may_wait,
+            )
+            .unwrap();
             let next = AtomicUsize::new(0);
             std::thread::scope(|s| {
                 for _ in 0..3 {
@@ -119,7 +125,7 @@ fn shards_hold_their_pieces_in_order_whatever_the_commit_order() {
                             bytes: buf.bytes.clone(),
                             lens: buf.lens.clone(),
                         };
-                        packer.commit(piece, &mut mine);
+                        packer.commit(0, piece, &mut mine);
                     });
                 }
             });
@@ -143,7 +149,7 @@ fn shards_hold_their_pieces_in_order_whatever_the_commit_order() {
 fn a_stop_releases_waiting_workers() {
     let mut data = vec![Vec::new()];
     let mut sizes = vec![0u64; 4];
-    let packer = Packer::new(&mut data, &mut sizes, 4, 64, Vec::new(), 0).unwrap();
+    let packer = Packer::new(vec![(&mut data, &mut sizes)], 4, 64, Vec::new(), 0).unwrap();
     let second = Piece {
         shard: 0,
         seq: 1,
@@ -157,7 +163,7 @@ fn a_stop_releases_waiting_workers() {
                 bytes: vec![7],
                 lens: vec![1],
             };
-            packer.commit(&second, &mut buf);
+            packer.commit(0, &second, &mut buf);
         });
         std::thread::sleep(std::time::Duration::from_millis(50));
         packer.stop();
