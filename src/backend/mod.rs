@@ -101,6 +101,14 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// Epochs `compress_batch` hands on at once, one after another: the
+    /// queue to the sink holds as many, so that handing them on does not
+    /// wait for the sink to write the first ones while the backend could
+    /// start on the next.
+    fn epochs_handed_together(&self) -> usize {
+        1
+    }
+
     /// The most epochs one `compress_batch` takes (its buffers' size).
     fn max_batch_epochs(&self) -> usize {
         usize::MAX

@@ -228,7 +228,9 @@ impl Parts {
         // metadata rows with it.
         let (job_tx, job_rx) = mpsc::sync_channel(2 * (all_buffers + SKIPS_QUEUED) + 1);
         let has_pyramid: Vec<bool> = pyramids.iter().map(Option::is_some).collect();
-        let (del_tx, del_rx) = mpsc::sync_channel(1);
+        // The sink's queue takes what a backend hands on at once.
+        let queued = backends.iter().map(|b| b.epochs_handed_together());
+        let (del_tx, del_rx) = mpsc::sync_channel(queued.max().unwrap_or(1).max(1));
         let (spare_tx, spare_rx) = mpsc::channel();
         let (retired_tx, retired_rx) = mpsc::channel();
         let lanes_n = backends.len();
