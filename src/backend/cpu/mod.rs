@@ -305,19 +305,24 @@ impl Backend for CpuBackend {
         spare: &mut dyn FnMut() -> CompressedEpoch,
         done: &mut dyn FnMut(CompressedEpoch) -> bool,
     ) -> Result<()> {
+        // A group's inputs at a time: a batch of tiny epochs may hold
+        // millions of them.
+        let group = self.group.max(1);
+        let mut epochs = job.epoch_inputs();
         let mut inputs: Vec<&[u8]> = Vec::new();
-        try_reserve(&mut inputs, job.epochs, "a batch's epochs")?;
-        inputs.extend(job.epoch_inputs());
+        try_reserve(&mut inputs, group, "a group's inputs")?;
         let mut outs: Vec<CompressedEpoch> = Vec::new();
-        try_reserve(&mut outs, self.group.min(inputs.len()), "a group's outputs")?;
+        try_reserve(&mut outs, group, "a group's outputs")?;
         let mut first = job.first_epoch;
-        for group in inputs.chunks(self.group.max(1)) {
-            if job.cancel.load(Relaxed) {
+        loop {
+            inputs.clear();
+            inputs.extend(epochs.by_ref().take(group));
+            if inputs.is_empty() || job.cancel.load(Relaxed) {
                 break;
             }
-            outs.extend((0..group.len()).map(|_| spare()));
-            self.compress_group(first, group, &mut outs, job.cancel, job.metrics)?;
-            first += group.len() as u64;
+            outs.extend((0..inputs.len()).map(|_| spare()));
+            self.compress_group(first, &inputs, &mut outs, job.cancel, job.metrics)?;
+            first += inputs.len() as u64;
             for out in outs.drain(..) {
                 job.metrics.add_epoch();
                 if !done(out) {
