@@ -258,3 +258,37 @@ fn walk(dir: &std::path::Path) -> usize {
         .map(|p| if p.is_dir() { walk(&p) } else { 1 })
         .sum()
 }
+
+/// A burst of rows into a folder store, then a pause: `zarr.json` covers
+/// every row within a fraction of a second, without waiting for the next
+/// row or the end (the extent moves at most every 100 ms while rows come,
+/// and once more when they stop).
+#[test]
+fn a_pause_after_a_burst_of_rows_brings_the_extent_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("burst.zarr");
+    let config = Config::from_json(&format!(
+        r#"{{"dtype": "uint8", "max_latency_ms": 10, "dimensions": [
+            {{"size": 0, "tile": 1, "tiles_per_shard": 1}},
+            {{"size": 16, "tile": 8, "tiles_per_shard": 2}}],
+            "store": {{"path": {:?}, "fsync": false}}}}"#,
+        store.to_str().unwrap()
+    ))
+    .unwrap();
+    let mut s = Stream::new(&config, None).unwrap();
+    for i in 0..40u8 {
+        assert_eq!(s.write_blocking(&[i; 16], None).unwrap(), 16);
+    }
+    let extent = || -> u64 {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(store.join("zarr.json")).unwrap()).unwrap();
+        doc["shape"][0].as_u64().unwrap()
+    };
+    let start = std::time::Instant::now();
+    while extent() < 40 && start.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(extent(), 40, "the extent before the end");
+    s.finish().unwrap();
+    assert_eq!(extent(), 40);
+}

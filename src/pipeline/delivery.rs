@@ -8,10 +8,11 @@ use crate::layout::Layout;
 use crate::metadata::frame_metadata::FrameMetadataArray;
 use crate::pipeline::intake::MetadataRow;
 use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
-use crate::sink::{ShardProgress, ShardSink};
+use crate::sink::{ShardProgress, ShardSink, TICK};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Work for the delivery thread.
 pub enum Delivery {
@@ -46,11 +47,25 @@ pub struct DeliveryThread {
 
 impl DeliveryThread {
     pub fn run(mut self) {
-        while let Ok(d) = self.deliveries.recv() {
+        let mut ticked = Instant::now();
+        loop {
+            let d = match self
+                .deliveries
+                .recv_timeout(TICK.saturating_sub(ticked.elapsed()))
+            {
+                Ok(d) => Some(d),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             if self.shared.is_poisoned() || self.shared.cancel.load(Relaxed) {
                 continue; // drain, so that the compute thread never blocks
             }
             let shared = self.shared.clone();
+            if ticked.elapsed() >= TICK {
+                guarded(&shared, "delivery", || self.sink.tick());
+                ticked = Instant::now();
+            }
+            let Some(d) = d else { continue };
             match d {
                 Delivery::Epoch(mut epoch) => {
                     guarded(&shared, "delivery", || self.deliver(&epoch));

@@ -43,6 +43,10 @@ pub trait ShardProgress: Sync {
     fn written(&self, shard: &Shard<'_>);
 }
 
+/// How often the delivery thread calls [`ShardSink::tick`], epochs coming
+/// or not.
+pub const TICK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Receives complete shards, one call at a time, in completion order, on a
 /// library thread.
 pub trait ShardSink: Send {
@@ -67,6 +71,13 @@ pub trait ShardSink: Send {
     /// below `planes` now lies in emitted shards (called after each
     /// complete shard row).
     fn progress(&mut self, _array: u32, _level: u32, _planes: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called every [`TICK`] or so while the stream lives: what the sink
+    /// put off (a folder store's extent, which moves at most every so
+    /// often) is done once due, whether more rows come or not.
+    fn tick(&mut self) -> Result<()> {
         Ok(())
     }
 
@@ -132,6 +143,9 @@ impl ShardSink for Tee {
         self.0
             .iter_mut()
             .try_for_each(|s| s.progress(array, level, planes))
+    }
+    fn tick(&mut self) -> Result<()> {
+        self.0.iter_mut().try_for_each(|s| s.tick())
     }
     fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
         self.0.iter_mut().try_for_each(|s| s.finish(planes))

@@ -36,7 +36,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use writers::Writers;
 
 /// fsync calls made by every store of this process: how a test sees that
@@ -47,10 +47,18 @@ static SYNC_CALLS: AtomicU64 = AtomicU64::new(0);
 /// (Windows; see [`crate::platform::replace_file`]): shards, and `zarr.json` at
 /// create and at the end.
 const PATIENCE: Duration = Duration::from_secs(2);
-/// The same for a `zarr.json` update while streaming, which a later row
+/// The same for a `zarr.json` update while streaming, which a later move
 /// tries again: a reader holds the file for the moment it reads it, and
 /// the sink thread must not stall behind one that holds it longer.
 const STREAMING_PATIENCE: Duration = Duration::from_millis(100);
+
+/// The least time between two moves of a growing array's extent while
+/// streaming. Each move rewrites `zarr.json`, after waiting for the rows'
+/// shard files to be flushed where `fsync` asks; a stream of small shard
+/// rows (one 2048 x 2048 frame of 128 x 128 tiles per row, 250 rows a
+/// second on 16 cores) kept its delivery thread busy with that nearly all
+/// its run. A reader sees a row in `zarr.json` at most this much later.
+const EXTENT_INTERVAL: Duration = Duration::from_millis(100);
 
 #[doc(hidden)]
 pub fn sync_calls() -> u64 {
@@ -79,6 +87,12 @@ pub struct FsStore {
     /// How long the next `zarr.json` replacement may wait for a reader:
     /// none while an earlier update waits for one to let go.
     metadata_patience: Duration,
+    /// Extents reached since the last move, the latest per array and
+    /// level: (array, level, planes).
+    extents_due: Vec<(u32, u32, u64)>,
+    /// When the extents last moved (none yet: the first row's moves at
+    /// once).
+    extents_moved: Option<Instant>,
     // Last: released once everything above is done.
     _lock: StoreLock,
 }
@@ -154,6 +168,8 @@ impl FsStore {
             attributes_seen: 0,
             last_folder: PathBuf::new(),
             metadata_patience: PATIENCE,
+            extents_due: Vec::new(),
+            extents_moved: None,
             _lock: lock,
         };
         if let Err(e) = docs.iter().try_for_each(|d| s.write_document(d)) {
@@ -196,7 +212,7 @@ impl FsStore {
     /// While streaming (`Update::WhenFree`) a `zarr.json` that a reader
     /// holds open beyond [`STREAMING_PATIENCE`] (Windows, a reader without
     /// delete sharing: see [`crate::platform::replace_file`]) keeps its old extent
-    /// and is tried again, once, at each next row; at the end it must be
+    /// and is tried again, once, at each next move; at the end it must be
     /// replaced within [`PATIENCE`].
     fn update_metadata(&mut self, array: u32, level: u32, planes: u64, when: Update) -> Result<()> {
         if planes != self.images.planes(array, level) {
@@ -225,6 +241,23 @@ impl FsStore {
             let doc = self.images.attributes_document(&attrs);
             self.write_document(&doc)?;
         }
+        Ok(())
+    }
+
+    /// Moves the extents due, once their rows' shards are on the disk. An
+    /// extent whose `zarr.json` a reader held stays due, and the next row
+    /// or tick tries again at once: waiting out the interval after a
+    /// refusal would leave a reader that holds the file most of the time
+    /// (Windows) an extent that never moves.
+    fn move_extents(&mut self) -> Result<()> {
+        self.wait_for_shards()?;
+        let mut due = std::mem::take(&mut self.extents_due);
+        for &(array, level, planes) in &due {
+            self.update_metadata(array, level, planes, Update::WhenFree)?;
+        }
+        due.retain(|&(array, level, planes)| self.images.planes(array, level) != planes);
+        self.extents_moved = due.is_empty().then(Instant::now);
+        self.extents_due = due;
         Ok(())
     }
 
@@ -379,16 +412,56 @@ impl ShardSink for FsStore {
         docs.iter().try_for_each(|d| self.write_document(d))
     }
 
+    /// Moves a growing array's extent at most every [`EXTENT_INTERVAL`]:
+    /// a row in between is covered by the next move (a later row's or
+    /// [`ShardSink::tick`]'s), the end or [`ShardSink::abandon`].
     fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
-        // The row's shards are on the disk before the extent covers them.
-        self.wait_for_shards()?;
-        if self.images.is_unbounded(array, level) {
-            self.update_metadata(array, level, planes, Update::WhenFree)?;
+        if !self.images.is_unbounded(array, level) {
+            return Ok(());
         }
-        Ok(())
+        let due = self
+            .extents_due
+            .iter_mut()
+            .find(|d| (d.0, d.1) == (array, level));
+        match due {
+            Some(due) => due.2 = planes,
+            None => {
+                try_reserve(&mut self.extents_due, 1, "an extent")?;
+                self.extents_due.push((array, level, planes));
+            }
+        }
+        if self
+            .extents_moved
+            .is_some_and(|t| t.elapsed() < EXTENT_INTERVAL)
+        {
+            return Ok(());
+        }
+        self.move_extents()
+    }
+
+    /// The rows put off, once the interval has passed, whether more rows
+    /// come or not.
+    fn tick(&mut self) -> Result<()> {
+        if self.extents_due.is_empty()
+            || self
+                .extents_moved
+                .is_some_and(|t| t.elapsed() < EXTENT_INTERVAL)
+        {
+            return Ok(());
+        }
+        self.move_extents()
+    }
+
+    /// A stream given up keeps the extent of the rows it emitted: those
+    /// not covered yet are.
+    fn abandon(&mut self) {
+        if !self.extents_due.is_empty() {
+            let _ = self.move_extents();
+        }
     }
 
     fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
+        self.extents_due.clear(); // the final extents cover them
         self.wait_for_shards()?;
         for (a, levels) in planes.iter().enumerate() {
             for (k, &p) in levels.iter().enumerate() {
@@ -434,3 +507,6 @@ fn remove_empty_folders(root: &Path, top: &Path) {
         at = dir.parent();
     }
 }
+
+#[cfg(test)]
+mod tests;
