@@ -104,7 +104,9 @@ pub trait Backend: Send {
     /// Epochs `compress_batch` hands on at once, one after another: the
     /// queue to the sink holds as many, so that handing them on does not
     /// wait for the sink to write the first ones while the backend could
-    /// start on the next.
+    /// start on the next, and the delivery thread takes as many off it at
+    /// once, to hand their rows to the sink together. A backend's memory
+    /// plan counts them: a group packed, one queued, one delivered.
     fn epochs_handed_together(&self) -> usize {
         1
     }

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::metadata::frame_metadata::FrameMetadataArray;
 use crate::pipeline::intake::MetadataRow;
-use crate::shard::{CompressedEpoch, Shard, ShardAssembler};
+use crate::shard::{CompressedEpoch, RowBatch, Shard, ShardAssembler};
 use crate::sink::{ShardProgress, ShardSink, TICK};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -43,16 +43,26 @@ pub struct DeliveryThread {
     /// Each array's per-frame metadata array, where it has one, and the
     /// frames its rows written so far cover.
     pub frame_metadata: Vec<Option<(FrameMetadataArray, u64)>>,
+    /// The most epochs taken off the queue at once (what the backend
+    /// hands on at once: the memory plan counts as many being delivered).
+    pub most_at_once: usize,
+    /// The epochs being delivered together (kept for the next ones).
+    pub waiting: Vec<CompressedEpoch>,
+    /// The rows of those epochs handed to the sink together (its memory
+    /// kept from one delivery to the next).
+    pub batch: RowBatch,
 }
 
 impl DeliveryThread {
     pub fn run(mut self) {
         let mut ticked = Instant::now();
+        // A delivery taken off the queue behind a run of epochs.
+        let mut next: Option<Delivery> = None;
         loop {
-            let d = match self
-                .deliveries
-                .recv_timeout(TICK.saturating_sub(ticked.elapsed()))
-            {
+            let d = match next.take().map(Ok).unwrap_or_else(|| {
+                self.deliveries
+                    .recv_timeout(TICK.saturating_sub(ticked.elapsed()))
+            }) {
                 Ok(d) => Some(d),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -67,12 +77,29 @@ impl DeliveryThread {
             }
             let Some(d) = d else { continue };
             match d {
-                Delivery::Epoch(mut epoch) => {
-                    guarded(&shared, "delivery", || self.deliver(&epoch));
-                    // A shared output buffer goes back to the backend now,
-                    // not when this spare is next filled.
-                    epoch.data.release();
-                    let _ = self.spare_epochs.send(epoch);
+                Delivery::Epoch(epoch) => {
+                    // With the epochs waiting behind it, up to the first
+                    // delivery of another kind, which comes next.
+                    let mut epochs = std::mem::take(&mut self.waiting);
+                    epochs.push(epoch);
+                    while epochs.len() < self.most_at_once {
+                        match self.deliveries.try_recv() {
+                            Ok(Delivery::Epoch(e)) => epochs.push(e),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    guarded(&shared, "delivery", || self.deliver(&epochs));
+                    for mut epoch in epochs.drain(..) {
+                        // A shared output buffer goes back to the backend
+                        // now, not when this spare is next filled.
+                        epoch.data.release();
+                        let _ = self.spare_epochs.send(epoch);
+                    }
+                    self.waiting = epochs;
                 }
                 Delivery::FrameMetadata { array, rows } => {
                     guarded(&shared, "delivery", || self.frame_metadata(array, rows));
@@ -95,17 +122,61 @@ impl DeliveryThread {
         }
     }
 
-    fn deliver(&mut self, epoch: &CompressedEpoch) -> Result<()> {
+    /// Hands the shards of `epochs` to the sink, in order. The rows that
+    /// each epoch makes whole go to it together, in one call while the
+    /// batch has room (see [`RowBatch`]); a row that spans epochs is
+    /// assembled and goes on its own.
+    fn deliver(&mut self, epochs: &[CompressedEpoch]) -> Result<()> {
         let t = std::time::Instant::now();
-        let (a, k) = (epoch.array as usize, epoch.level as usize);
-        let assembler = &mut self.assemblers[a][k];
-        let row_done = assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))?;
-        if row_done {
-            let planes = self.layouts[a][k].planes_in_shard_rows(assembler.rows_emitted());
-            self.sink.progress(epoch.array, epoch.level, planes)?;
+        let mut batch = std::mem::take(&mut self.batch);
+        let mut first = 0; // the batch's first epoch
+        for (e, epoch) in epochs.iter().enumerate() {
+            let (a, k) = (epoch.array as usize, epoch.level as usize);
+            let in_place = self.assemblers[a][k].rows_in_place();
+            let row = ShardAssembler::row_description_bytes(&self.layouts[a][k]);
+            if !in_place || !batch.has_room_for(row as usize) {
+                self.hand_on_batch(&mut batch, &epochs[first..e])?;
+                first = e;
+            }
+            if in_place {
+                self.assemblers[a][k].describe_into(epoch, e - first, &mut batch)?;
+                continue;
+            }
+            first = e + 1;
+            let assembler = &mut self.assemblers[a][k];
+            if assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))? {
+                self.progress(a, k)?;
+            }
         }
+        self.hand_on_batch(&mut batch, &epochs[first..])?;
+        self.batch = batch;
         self.shared.metrics.add_time(Stage::Sink, t.elapsed());
         Ok(())
+    }
+
+    /// Emits the rows of `batch` (of `epochs`), then moves the extents of
+    /// the arrays and levels they belong to; empties it.
+    fn hand_on_batch(&mut self, batch: &mut RowBatch, epochs: &[CompressedEpoch]) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        counted(&mut *self.sink, &self.shared)(&batch.shards(epochs)?)?;
+        batch.clear();
+        for (i, epoch) in epochs.iter().enumerate() {
+            // Once per array and level, after its last row.
+            let later = |e: &CompressedEpoch| (e.array, e.level) == (epoch.array, epoch.level);
+            if !epochs[i + 1..].iter().any(later) {
+                self.progress(epoch.array as usize, epoch.level as usize)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells the sink how far array `a`'s level `k` is written.
+    fn progress(&mut self, a: usize, k: usize) -> Result<()> {
+        let rows = self.assemblers[a][k].rows_emitted();
+        let planes = self.layouts[a][k].planes_in_shard_rows(rows);
+        self.sink.progress(a as u32, k as u32, planes)
     }
 
     /// Writes rows of array `array`'s metadata, and its `zarr.json` when

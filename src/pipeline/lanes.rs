@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::memory::MemoryPlan;
 use crate::metadata::frame_metadata::FrameMetadataArray;
 use crate::pipeline::intake::rows_held;
-use crate::shard::ShardAssembler;
+use crate::shard::{ShardAssembler, EXTRA_DESCRIPTION_BYTES};
 
 /// How the arrays of a stream fall into lanes.
 pub struct Lanes {
@@ -87,6 +87,15 @@ pub fn frame_metadata_bytes(v: &Validated) -> u64 {
     (rows_held(&m, buffer_frames) as u64).saturating_mul(m.chunk_bytes() as u64)
 }
 
+/// Host bytes of the delivery thread's batch of shard rows (see
+/// [`crate::shard::RowBatch`]): the largest row of any array and level, and what the
+/// batch holds beyond its first row.
+pub fn delivery_batch_bytes(plan: &Plan) -> u64 {
+    let levels = plan.arrays.iter().flat_map(|v| &v.image.levels);
+    let largest_row = levels.map(ShardAssembler::row_description_bytes).max();
+    (largest_row.unwrap_or(0)).saturating_add(EXTRA_DESCRIPTION_BYTES as u64)
+}
+
 /// Host staging bytes of a lane beyond what its backend's plan counts.
 pub fn extra_staging_bytes(v: &Validated, members: usize) -> u64 {
     let (per_buffer, buffers) = lane_staging(v, members);
@@ -125,6 +134,7 @@ pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
     for v in &plan.arrays {
         total.host_bytes = total.host_bytes.saturating_add(frame_metadata_bytes(v));
     }
+    total.host_bytes = total.host_bytes.saturating_add(delivery_batch_bytes(plan));
     if plan.arrays.len() > 1 {
         for (a, v) in plan.arrays.iter().enumerate() {
             if lanes.first.contains(&a) {

@@ -5,7 +5,8 @@
 use super::delivery::DeliveryThread;
 use super::intake::{free, rows_held, ArrayIntake, FreeBuffers, Intake, IntakeParts};
 use super::lanes::{
-    extra_staging_bytes, frame_metadata_bytes, lane_budget_buffers, lane_staging, Lanes,
+    delivery_batch_bytes, extra_staging_bytes, frame_metadata_bytes, lane_budget_buffers,
+    lane_staging, Lanes,
 };
 use super::latency;
 use super::pyramid::Pyramid;
@@ -16,7 +17,7 @@ use crate::backend::{self, Backend, BackendKind, StagingAllocator, StagingBuffer
 use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::metadata::frame_metadata::FrameMetadataArray;
-use crate::shard::ShardAssembler;
+use crate::shard::{RowBatch, ShardAssembler};
 use crate::sink::{ShardSink, SharedAttributes, StreamHooks};
 use parking_lot::Mutex;
 use std::sync::mpsc;
@@ -73,7 +74,7 @@ impl Parts {
         let lanes_of = Lanes::of(&plan);
         let mut selection: Option<backend::Selection> = None;
         let mut lanes = Vec::with_capacity(lanes_of.first.len());
-        let mut extra_host = 0u64;
+        let mut extra_host = delivery_batch_bytes(&plan);
         for (l, &first) in lanes_of.first.iter().enumerate() {
             let v = &mut plan.arrays[first];
             if let Some(chosen) = &selection {
@@ -230,7 +231,8 @@ impl Parts {
         let has_pyramid: Vec<bool> = pyramids.iter().map(Option::is_some).collect();
         // The sink's queue takes what a backend hands on at once.
         let queued = backends.iter().map(|b| b.epochs_handed_together());
-        let (del_tx, del_rx) = mpsc::sync_channel(queued.max().unwrap_or(1).max(1));
+        let queued = queued.max().unwrap_or(1).max(1);
+        let (del_tx, del_rx) = mpsc::sync_channel(queued);
         let (spare_tx, spare_rx) = mpsc::channel();
         let (retired_tx, retired_rx) = mpsc::channel();
         let lanes_n = backends.len();
@@ -263,6 +265,9 @@ impl Parts {
                 .iter()
                 .map(|v| FrameMetadataArray::of(v).map(|m| (m, 0)))
                 .collect(),
+            most_at_once: queued,
+            waiting: Vec::new(),
+            batch: RowBatch::default(),
         };
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()

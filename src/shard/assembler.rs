@@ -1,7 +1,8 @@
 //! Accumulates the active shards of one shard row and emits them when the
 //! row is complete (or at the end of the stream).
 
-use super::{CompressedEpoch, Shard, ShardIndex};
+use super::batch::BatchedShard;
+use super::{CompressedEpoch, RowBatch, Shard, ShardIndex};
 use crate::config::IndexLocation;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -38,6 +39,7 @@ pub struct ShardAssembler {
 }
 
 /// Where a row's shards are described as they are handed on together.
+#[derive(Default)]
 struct RowOut {
     /// The coordinates of the row's shards, `rank` each.
     coords: Vec<u64>,
@@ -229,16 +231,82 @@ impl ShardAssembler {
 
     /// Serializes the indexes of row `row`'s shards and their coordinates.
     fn describe_row(&mut self, row: u64) {
+        let mut out = std::mem::take(&mut self.out);
+        self.describe_row_into(row, &mut out.indexes, &mut out.coords);
+        self.out = out;
+    }
+
+    /// The same, into `indexes` and `coords` (room for the row's shards).
+    fn describe_row_into(&self, row: u64, indexes: &mut [u8], coords: &mut [u64]) {
         let rank = self.layout.rank();
         let index_len = self.layout.index_bytes();
         let shift = self.index_shift();
-        let out = &mut self.out;
         for (k, shard) in self.shards.iter().enumerate() {
-            let room = &mut out.indexes[k * index_len..(k + 1) * index_len];
+            let room = &mut indexes[k * index_len..(k + 1) * index_len];
             shard.index.serialize(shift, room);
-            let coord = &mut out.coords[k * rank..(k + 1) * rank];
+            let coord = &mut coords[k * rank..(k + 1) * rank];
             self.layout.shard_coord(row, k as u64, coord);
         }
+    }
+
+    /// Whether each epoch is a whole shard row, emitted from the epoch's
+    /// own bytes: such rows may go to the sink together in a [`RowBatch`].
+    pub fn rows_in_place(&self) -> bool {
+        self.layout.epochs_per_shard_row() == 1
+    }
+
+    /// Bytes one row of `layout` takes in a [`RowBatch`]: its shards'
+    /// indexes, coordinates and places, and the shards handed on.
+    pub fn row_description_bytes(layout: &Layout) -> u64 {
+        let per_shard = layout.index_bytes() as u64
+            + 8 * layout.rank() as u64
+            + (std::mem::size_of::<BatchedShard>() + std::mem::size_of::<Shard<'_>>()) as u64;
+        layout.shards_per_row().saturating_mul(per_shard)
+    }
+
+    /// Adds the row that `epoch` makes (where [`Self::rows_in_place`]) to
+    /// `batch`, as the batch's epoch `e`, and counts it emitted: the caller
+    /// hands the batch to the sink.
+    pub fn describe_into(
+        &mut self,
+        epoch: &CompressedEpoch,
+        e: usize,
+        batch: &mut RowBatch,
+    ) -> Result<()> {
+        debug_assert!(self.rows_in_place());
+        let (row, _) = self.layout.epoch_in_shard_row(epoch.epoch);
+        let per_shard = self.layout.chunks_per_shard_epoch() as usize;
+        let (n, rank, index_len) = (
+            self.shards.len(),
+            self.layout.rank(),
+            self.layout.index_bytes(),
+        );
+        // The assembler's own row holds as much: these cannot overflow.
+        try_reserve(&mut batch.shards, n, "a batch of shard rows")?;
+        try_reserve(&mut batch.coords, n * rank, "a batch of shard rows")?;
+        try_reserve(&mut batch.indexes, n * index_len, "a batch of shard rows")?;
+        for (k, shard) in self.shards.iter_mut().enumerate() {
+            index_epoch(&mut shard.index, &self.present, epoch, k, per_shard, 0, 0);
+        }
+        let (c0, i0) = (batch.coords.len(), batch.indexes.len());
+        batch.coords.resize(c0 + n * rank, 0);
+        batch.indexes.resize(i0 + n * index_len, 0);
+        self.describe_row_into(row, &mut batch.indexes[i0..], &mut batch.coords[c0..]);
+        batch.shards.extend((0..n).map(|k| BatchedShard {
+            epoch: e,
+            k,
+            per_shard,
+            coords: c0 + k * rank..c0 + (k + 1) * rank,
+            index: i0 + k * index_len..i0 + (k + 1) * index_len,
+            index_at_start: self.index_at_start,
+            level: self.level,
+            array: self.array,
+        }));
+        for shard in &mut self.shards {
+            shard.index.clear();
+        }
+        self.rows_emitted += 1;
+        Ok(())
     }
 
     /// Hands the row [`ShardAssembler::describe_row`] described to `emit`

@@ -3,9 +3,11 @@
 //! complete shards with their crc32c-protected index come out.
 
 mod assembler;
+mod batch;
 mod index;
 
 pub use assembler::ShardAssembler;
+pub use batch::{RowBatch, EXTRA_DESCRIPTION_BYTES};
 pub use index::{ShardIndex, EMPTY};
 
 use std::ops::Range;

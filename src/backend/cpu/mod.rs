@@ -50,8 +50,8 @@ fn group_of(v: &Validated, layout: &Layout) -> u64 {
 }
 
 /// What the CPU backend holds for `layout`: the compressed epochs in
-/// flight (a group being packed, a group queued for the sink, one being
-/// delivered and one spare), each with room for every shard's chunks and their offsets,
+/// flight (a group being packed, a group queued for the sink, a group
+/// being delivered and one spare), each with room for every shard's chunks and their offsets,
 /// each worker's gather scratch and piece buffer, the pieces that may
 /// wait, the tables of positions and pieces, and the shard assembler.
 fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
@@ -66,7 +66,7 @@ fn backend_bytes(v: &Validated, layout: &Layout) -> u64 {
     let tables = group_of(v, layout) * positions * 8
         + tiles * (std::mem::size_of::<Piece>() + std::mem::size_of::<Vec<Piece>>()) as u64;
     let assembler = ShardAssembler::memory_bytes(layout, chunk);
-    let in_flight = (2 * group_of(v, layout) + 2).saturating_mul(epoch_out);
+    let in_flight = (3 * group_of(v, layout) + 1).saturating_mul(epoch_out);
     [in_flight, scratch, pieces, tables, assembler]
         .iter()
         .fold(0u64, |sum, &b| sum.saturating_add(b))
