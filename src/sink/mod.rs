@@ -53,8 +53,10 @@ pub trait ShardSink: Send {
     /// Takes one complete shard; the bytes are borrowed for this call only.
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()>;
 
-    /// Takes the complete shards of one row, which are independent of each
-    /// other; the bytes are borrowed for this call only. `progress` is
+    /// Takes the complete shards of one row, or of several rows in order
+    /// (rows that epochs waiting together made whole: see
+    /// [`crate::shard::RowBatch`]), which are independent of each other;
+    /// the bytes are borrowed for this call only. `progress` is
     /// asked before and told after each shard. The default emits them one
     /// after another and stops at the first error; a sink that writes
     /// several at once (a folder store) does so here.
