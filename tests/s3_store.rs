@@ -595,10 +595,16 @@ fn c_api_store_path_url_and_upload_metrics() {
     );
     assert_eq!(tz_flush(s), 0);
     assert_eq!(tz_get_upload_metrics(s, &mut u), 0);
-    // 5 shards, zarr.json at create and at each of the 5 rows' extents (the
-    // final one equals the last): every object complete at flush.
+    // 5 shards, zarr.json at create and at each new extent (the final one
+    // equals the last): every object complete at flush. Rows that reach
+    // the store together move the extent once, so 1 to 5 extents.
     assert_eq!(u.uploads_in_flight, 0);
-    assert_eq!(u.objects_uploaded, 5 + 1 + 5, "{}", u.objects_uploaded);
+    let extents = u.objects_uploaded.checked_sub(5 + 1);
+    assert!(
+        extents.is_some_and(|e| (1..=5).contains(&e)),
+        "{} objects uploaded",
+        u.objects_uploaded
+    );
     let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
     assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), 0);
     let m = unsafe { m.assume_init() };
