@@ -126,28 +126,43 @@ fn kill_during_puts(b: &mut Backend, tmp: &Path) {
 
 fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     let mut rng = Rng::new("kill between the parts of a multipart upload");
-    let prefix = "parts.zarr";
-    let s = Stream::new(&config("uint32", BIG, &b.store(prefix, "")), None).unwrap();
     let g = Generator::new(Pattern::Random, DType::Uint32, &BIG_FRAME, 7);
-    // A few shards in, then down the moment an upload's parts are all in
-    // and its completion is asked for: the upload holds every part.
-    let completions = rng.range(0, 4);
-    let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
-    b.die_on(completion, completions);
-    let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !b.proxy.triggered() {
-        if Instant::now() > deadline {
-            let (_, planes, e) = cam.join();
-            panic!(
-                "{}: no completion of a multipart upload seen ({:?} requests, injected \
-                 errors); the camera wrote {planes} planes, its error: {e:?}",
-                b.name,
-                b.proxy.counts()
-            );
+    // A stream that fails before the completion the case waits for (a
+    // completion s3s-fs failed and then, having dropped the upload before
+    // assembling it, refused as unknown on the client's retry) says so and
+    // the case starts again on a new prefix, at most twice.
+    let mut attempt = 0;
+    let (cam, prefix) = loop {
+        let prefix = match attempt {
+            0 => "parts.zarr".to_string(),
+            n => format!("parts-{n}.zarr"),
+        };
+        let s = Stream::new(&config("uint32", BIG, &b.store(&prefix, "")), None).unwrap();
+        // A few shards in, then down the moment an upload's parts are all in
+        // and its completion is asked for: the upload holds every part.
+        let completions = rng.range(0, 4);
+        let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
+        b.die_on(completion, completions);
+        let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !b.proxy.triggered() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+        if b.proxy.triggered() {
+            break (cam, prefix);
+        }
+        let (_, planes, e) = cam.join();
+        let what = format!(
+            "{}: no completion of a multipart upload seen ({:?} requests, injected \
+             errors); the camera wrote {planes} planes, its error: {e:?}",
+            b.name,
+            b.proxy.counts()
+        );
+        assert!(e.is_some() && attempt < 2, "{what}");
+        eprintln!("{what}; again on a new prefix");
+        attempt += 1;
+    };
+    let prefix = prefix.as_str();
     let killed = Instant::now();
     let held = b.uploads_with_parts(prefix);
     assert!(!held.is_empty(), "{}: no upload holds parts", b.name);
