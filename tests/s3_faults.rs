@@ -11,7 +11,9 @@
 //!   refused), which is what the client sees of a killed server;
 //! - a server that takes connections and never answers (the proxy stalls);
 //! - intermittent 503 SlowDown and 500 answers, which pass after retries;
-//! - a server that comes back within the retry budget.
+//! - a server that comes back within the retry budget;
+//! - the answer to a multipart upload's completion lost on the way back
+//!   (the server completed it; the client's retry finds the upload gone).
 //!
 //! Every case must end within its bound; leave every shard that reached the
 //! server decodable and bit-exact; leave `zarr.json`'s extent over complete
@@ -50,7 +52,7 @@ fn after_the_fault(
     let (since_kill, took) = (killed.elapsed(), flush.elapsed());
     eprintln!("{}: {prefix}: flush failed {took:.2?} after it began, {since_kill:.2?} after the fault: {e}", b.name);
     assert!(
-        since_kill < bound(),
+        since_kill < b.bound(),
         "{}: the flush returned {since_kill:?} after the fault",
         b.name
     );
@@ -59,7 +61,7 @@ fn after_the_fault(
     let destroy = Instant::now();
     drop(s);
     assert!(
-        destroy.elapsed() < bound(),
+        destroy.elapsed() < b.bound(),
         "{}: destroy took {:?}",
         b.name,
         destroy.elapsed()
@@ -79,7 +81,7 @@ fn kill_during_create(b: &mut Backend, tmp: &Path) {
     let killed = Instant::now();
     let created = creating.join().unwrap();
     assert!(
-        t.elapsed() < bound(),
+        t.elapsed() < b.bound(),
         "{}: create took {:?}",
         b.name,
         t.elapsed()
@@ -126,49 +128,38 @@ fn kill_during_puts(b: &mut Backend, tmp: &Path) {
 
 fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     let mut rng = Rng::new("kill between the parts of a multipart upload");
+    let prefix = "parts.zarr";
     let g = Generator::new(Pattern::Random, DType::Uint32, &BIG_FRAME, 7);
-    // A stream that fails before the completion the case waits for (a
-    // completion s3s-fs failed and then, having dropped the upload before
-    // assembling it, refused as unknown on the client's retry) says so and
-    // the case starts again on a new prefix, at most twice.
-    let mut attempt = 0;
-    let (cam, prefix) = loop {
-        let prefix = match attempt {
-            0 => "parts.zarr".to_string(),
-            n => format!("parts-{n}.zarr"),
-        };
-        let s = Stream::new(&config("uint32", BIG, &b.store(&prefix, "")), None).unwrap();
-        // A few shards in, then down the moment an upload's parts are all in
-        // and its completion is asked for: the upload holds every part.
-        let completions = rng.range(0, 4);
-        let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
-        b.die_on(completion, completions);
-        let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !b.proxy.triggered() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
+    // Parts of 8 MiB, up to 16 at once, take longer than attempts of 5 / 3
+    // s on two loaded cores: given up and sent again, they pile up.
+    b.timeout_s = 15;
+    let s = Stream::new(&config("uint32", BIG, &b.store(prefix, "")), None).unwrap();
+    // A few shards in, then down the moment an upload's parts are all in
+    // and its completion is asked for: the upload holds every part.
+    let completions = rng.range(0, 4);
+    let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
+    b.die_on(completion, completions);
+    let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !b.proxy.triggered() {
+        if Instant::now() > deadline {
+            let (_, planes, e) = cam.join();
+            panic!(
+                "{}: no completion of a multipart upload seen ({:?} requests, injected \
+                 errors); the camera wrote {planes} planes, its error: {e:?}",
+                b.name,
+                b.proxy.counts()
+            );
         }
-        if b.proxy.triggered() {
-            break (cam, prefix);
-        }
-        let (_, planes, e) = cam.join();
-        let what = format!(
-            "{}: no completion of a multipart upload seen ({:?} requests, injected \
-             errors); the camera wrote {planes} planes, its error: {e:?}",
-            b.name,
-            b.proxy.counts()
-        );
-        assert!(e.is_some() && attempt < 2, "{what}");
-        eprintln!("{what}; again on a new prefix");
-        attempt += 1;
-    };
-    let prefix = prefix.as_str();
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let killed = Instant::now();
     let held = b.uploads_with_parts(prefix);
     assert!(!held.is_empty(), "{}: no upload holds parts", b.name);
     b.kill();
     let (s, _, _) = cam.join();
     after_the_fault(b, prefix, tmp, s, killed, &g, DType::Uint32);
+    b.timeout_s = TIMEOUT_S;
 }
 
 fn kill_during_metadata_update(b: &mut Backend, tmp: &Path) {
@@ -225,7 +216,7 @@ fn kill_during_flush(b: &mut Backend, tmp: &Path) {
             let since = ended.saturating_duration_since(killed);
             eprintln!("{}: flush failed {since:.2?} after the fault: {e}", b.name);
             assert!(
-                since < bound(),
+                since < b.bound(),
                 "{}: the flush returned {since:?} after the fault",
                 b.name
             );
@@ -303,9 +294,34 @@ fn comes_back_within_the_budget(b: &mut Backend, tmp: &Path) {
     eprintln!("{}: came back: the store is whole", b.name);
 }
 
+fn a_completion_whose_answer_is_lost(b: &mut Backend, tmp: &Path) {
+    let mut rng = Rng::new("a completion whose answer is lost");
+    let prefix = "lost.zarr";
+    // Planes of 25 MB of random uint32, each a shard: multipart uploads.
+    let g = Generator::new(Pattern::Random, DType::Uint32, &BIG_FRAME, 19);
+    b.timeout_s = 15; // as for the kill between parts
+    let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
+    b.proxy.lose_answer_on(completion, rng.range(0, 4));
+    let mut s = Stream::new(&config("uint32", BIG, &b.store(prefix, "")), None).unwrap();
+    let mut data = vec![0u8; g.frame_bytes()];
+    let planes = 6;
+    for p in 0..planes {
+        g.fill_frame(p, &mut data);
+        assert_eq!(s.write_blocking(&data, None).unwrap(), data.len());
+    }
+    s.finish()
+        .unwrap_or_else(|e| panic!("{}: a completion whose answer was lost: {e}", b.name));
+    drop(s);
+    assert_eq!(b.proxy.answers_lost(), 1, "{}: no answer was lost", b.name);
+    let rows = check_store(b, prefix, tmp, &g, DType::Uint32);
+    assert_eq!(rows, planes, "{}: {prefix}", b.name);
+    eprintln!("{}: a lost completion answer: the store is whole", b.name);
+    b.timeout_s = TIMEOUT_S;
+}
+
 fn matrix(mut b: Backend, tmp: &Path) {
     type Case = fn(&mut Backend, &Path);
-    let cases: [(&str, Case); 8] = [
+    let cases: [(&str, Case); 9] = [
         ("kill during create", kill_during_create),
         ("kill during PUTs", kill_during_puts),
         ("kill between parts", kill_between_parts),
@@ -317,6 +333,10 @@ fn matrix(mut b: Backend, tmp: &Path) {
         ("stalled server", stall_mid_stream),
         ("503/500 answers", flaky_answers_pass_after_retries),
         ("back within the budget", comes_back_within_the_budget),
+        (
+            "a lost completion answer",
+            a_completion_whose_answer_is_lost,
+        ),
     ];
     let only = std::env::var("TZ_FAULT_CASE").ok();
     for (name, case) in cases {

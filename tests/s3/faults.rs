@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tiledzarr::synth::Generator;
 use tiledzarr::{Config, DType, Error, Stream};
 
-/// `store.timeout_s` of the cases: short, to keep the matrix quick.
+/// `store.timeout_s` of most cases: short, to keep the matrix quick.
 pub const TIMEOUT_S: u64 = 5;
 /// How long a failed stream may take to return from the flush (and, apart,
 /// from destroy) with `store.timeout_s` of `timeout_s`: the bound the README
@@ -27,11 +27,6 @@ pub const TIMEOUT_S: u64 = 5;
 pub fn bound_for(timeout_s: u64) -> Duration {
     let wind_down = timeout_s.min(10);
     Duration::from_secs(timeout_s + 2 * wind_down + 1 + 5)
-}
-
-/// The bound of the matrix's cases.
-pub fn bound() -> Duration {
-    bound_for(TIMEOUT_S)
 }
 
 /// The small-shard array of the cases: u16 frames of 300 x 200, tiles of
@@ -78,6 +73,8 @@ pub struct Backend {
     pub proxy: Proxy,
     pub bucket: String,
     pub name: &'static str,
+    /// `store.timeout_s` of the stores the case makes next.
+    pub timeout_s: u64,
 }
 
 impl Backend {
@@ -92,6 +89,7 @@ impl Backend {
             proxy,
             bucket: "faults".into(),
             name: "s3s-fs",
+            timeout_s: TIMEOUT_S,
         })
     }
 
@@ -106,15 +104,22 @@ impl Backend {
             proxy,
             bucket: "faults".into(),
             name: "moto",
+            timeout_s: TIMEOUT_S,
         })
     }
 
     pub fn store(&self, prefix: &str, extra: &str) -> String {
         format!(
-            r#"{{"url": "s3://{}/{prefix}", "endpoint": "{}", "timeout_s": {TIMEOUT_S}{extra}}}"#,
+            r#"{{"url": "s3://{}/{prefix}", "endpoint": "{}", "timeout_s": {}{extra}}}"#,
             self.bucket,
-            self.proxy.endpoint()
+            self.proxy.endpoint(),
+            self.timeout_s
         )
+    }
+
+    /// The bound of the case's stores.
+    pub fn bound(&self) -> Duration {
+        bound_for(self.timeout_s)
     }
 
     /// The server dies: the proxy cuts every connection and refuses new

@@ -10,7 +10,10 @@
 //!   `500 InternalError` instead of being forwarded;
 //! - **a trigger**: the proxy goes down the moment a chosen request
 //!   arrives (a `zarr.json` update, the completion of a multipart upload),
-//!   with that request never reaching the server.
+//!   with that request never reaching the server;
+//! - **a lost answer**: a chosen request reaches the server and is carried
+//!   out, but the client gets `500 InternalError` instead of its answer
+//!   (an answer lost on the way back).
 //!
 //! Each forwarded request goes on a connection of its own (`Connection:
 //! close` is set on the way), so that every request passes the checks
@@ -45,6 +48,10 @@ struct State {
     trigger: Mutex<Option<(Matcher, u64)>>,
     on_trigger: Mutex<Option<Hook>>,
     triggered: AtomicBool,
+    /// (which request lines, how many of them to let pass first): forward
+    /// the next one and answer the client with an error instead.
+    lose: Mutex<Option<(Matcher, u64)>>,
+    answers_lost: AtomicU64,
     /// Every socket of a live connection, to cut them when going down.
     sockets: Mutex<Vec<TcpStream>>,
     requests: AtomicU64,
@@ -85,6 +92,8 @@ impl Proxy {
             trigger: Mutex::new(None),
             on_trigger: Mutex::new(None),
             triggered: AtomicBool::new(false),
+            lose: Mutex::new(None),
+            answers_lost: AtomicU64::new(0),
             sockets: Mutex::new(Vec::new()),
             requests: AtomicU64::new(0),
             faults: AtomicU64::new(0),
@@ -150,9 +159,26 @@ impl Proxy {
         *self.state.trigger.lock().unwrap() = Some((Box::new(matches), pass));
     }
 
-    /// Forgets a trigger that has not fired.
+    /// Loses the answer to the next request whose line `matches`, after
+    /// `pass` such requests went through: the server carries it out, the
+    /// client is answered `500 InternalError`.
+    pub fn lose_answer_on(
+        &self,
+        matches: impl Fn(&str) -> bool + Send + Sync + 'static,
+        pass: u64,
+    ) {
+        *self.state.lose.lock().unwrap() = Some((Box::new(matches), pass));
+    }
+
+    /// Answers lost so far.
+    pub fn answers_lost(&self) -> u64 {
+        self.state.answers_lost.load(SeqCst)
+    }
+
+    /// Forgets a trigger or a lost answer that has not fired.
     pub fn disarm(&self) {
         *self.state.trigger.lock().unwrap() = None;
+        *self.state.lose.lock().unwrap() = None;
         self.state.triggered.store(false, SeqCst);
     }
 
@@ -274,6 +300,20 @@ fn serve(mut client: TcpStream, state: Arc<State>) {
         }
     }
     drop(trigger);
+    let lose = {
+        let mut lose = state.lose.lock().unwrap();
+        match lose.as_mut() {
+            Some((matches, 0)) if matches(&line) => {
+                *lose = None;
+                true
+            }
+            Some((matches, pass)) if matches(&line) => {
+                *pass -= 1;
+                false
+            }
+            _ => false,
+        }
+    };
     let length = content_length(&text);
     let per_mille = state.flaky_per_mille.load(SeqCst);
     if per_mille > 0 && next_random(&state) % 1000 < per_mille {
@@ -287,22 +327,11 @@ fn serve(mut client: TcpStream, state: Arc<State>) {
                 Ok(n) => rest -= n as u64,
             }
         }
-        let (status, code) = if next_random(&state).is_multiple_of(2) {
-            ("503 Slow Down", "SlowDown")
+        if next_random(&state).is_multiple_of(2) {
+            answer_error(&mut client, "503 Slow Down", "SlowDown");
         } else {
-            ("500 Internal Server Error", "InternalError")
-        };
-        let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>\
-             <Message>injected by the test proxy</Message></Error>"
-        );
-        let _ = write!(
-            client,
-            "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = client.shutdown(Shutdown::Both);
+            answer_error(&mut client, INTERNAL_ERROR, "InternalError");
+        }
         return;
     }
     let Some(port) = state.upstream else {
@@ -335,10 +364,38 @@ fn serve(mut client: TcpStream, state: Arc<State>) {
         let _ = std::io::copy(&mut c2, &mut s2);
         let _ = s2.shutdown(Shutdown::Write);
     });
-    let _ = std::io::copy(&mut server, &mut client);
+    if lose {
+        // The server's whole answer, then an error in its place.
+        let mut answer = Vec::new();
+        let _ = server.read_to_end(&mut answer);
+        let status = String::from_utf8_lossy(&answer);
+        let status = status.lines().next().unwrap_or("no answer");
+        eprintln!("proxy: {line}: the server answered {status}; the client is told 500");
+        state.answers_lost.fetch_add(1, SeqCst);
+        answer_error(&mut client, INTERNAL_ERROR, "InternalError");
+    } else {
+        let _ = std::io::copy(&mut server, &mut client);
+    }
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
     let _ = up.join();
+}
+
+const INTERNAL_ERROR: &str = "500 Internal Server Error";
+
+/// Answers `client` with an S3 error, and closes the connection.
+fn answer_error(client: &mut TcpStream, status: &str, code: &str) {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>\
+         <Message>injected by the test proxy</Message></Error>"
+    );
+    let _ = write!(
+        client,
+        "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.shutdown(Shutdown::Both);
 }
 
 /// Holds a connection without answering until it is cut or the proxy ends.

@@ -59,12 +59,46 @@ fn retry_config(max_retries: usize, bounds: &Bounds) -> RetryConfig {
 }
 
 /// Retries of the data requests.
-pub const RETRIES: usize = 6;
-/// Retries of the requests that must not wait long: the check at create (a
-/// server that does not answer is reported at once) and the aborts of
-/// failed multipart uploads (cleaning up after a failure, most likely on a
-/// server that is gone; tried again at the flush and at destroy).
-pub const QUICK_RETRIES: usize = 3;
+const RETRIES: usize = 6;
+/// Retries of the requests that must not wait long.
+const QUICK_RETRIES: usize = 3;
+
+/// What a client's requests are: how often they are retried and how long
+/// one attempt may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// PUTs and parts: [`RETRIES`], an attempt of `bounds.attempt`.
+    Data,
+    /// The check at create (a server that does not answer is reported at
+    /// once), the check whether a completion landed and the aborts of
+    /// failed multipart uploads (cleaning up after a failure, most likely
+    /// on a server that is gone; tried again at the flush and at destroy):
+    /// [`QUICK_RETRIES`].
+    Quick,
+    /// Completions of multipart uploads: one attempt may take the whole
+    /// `bounds.request`. The server assembles the object before it
+    /// answers, in a time that grows with the object (S3 documents minutes
+    /// for large ones); an attempt given up early is retried on a server
+    /// that may have dropped the upload already, and s3s-fs, for one,
+    /// stops assembling it when the client hangs up, which loses it.
+    Completion,
+}
+
+impl Purpose {
+    fn retries(self) -> usize {
+        match self {
+            Purpose::Data | Purpose::Completion => RETRIES,
+            Purpose::Quick => QUICK_RETRIES,
+        }
+    }
+
+    fn attempt(self, bounds: &Bounds) -> Duration {
+        match self {
+            Purpose::Completion => bounds.request,
+            Purpose::Data | Purpose::Quick => bounds.attempt,
+        }
+    }
+}
 
 /// The process's TLS provider for the client (ring), unless the host
 /// program installed one already.
@@ -75,11 +109,11 @@ fn install_tls_provider() {
     }
 }
 
-/// A client for the store at `url`, with `retries` per request.
+/// A client for the store at `url`, for requests of `purpose`.
 pub fn connect(
     store: &Store,
     url: &ObjectUrl,
-    retries: usize,
+    purpose: Purpose,
     bounds: &Bounds,
 ) -> Result<AmazonS3> {
     install_tls_provider();
@@ -90,11 +124,11 @@ pub fn connect(
     // container credentials.
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(&url.bucket)
-        .with_retry(retry_config(retries, bounds))
+        .with_retry(retry_config(purpose.retries(), bounds))
         .with_client_options(
             ClientOptions::new()
                 .with_connect_timeout(bounds.attempt.min(Duration::from_secs(5)))
-                .with_timeout(bounds.attempt),
+                .with_timeout(purpose.attempt(bounds)),
         );
     if var("AWS_ACCESS_KEY_ID").is_none_or(|k| k.is_empty()) {
         if let Some(k) = env.profile_keys() {

@@ -33,6 +33,7 @@ use crate::metadata::Document;
 use crate::metrics::UploadCounters;
 use crate::shard::Shard;
 use bytes::Bytes;
+use client::Purpose;
 use futures_util::future::{join_all, select, Either};
 use ledger::Ledger;
 use object_store::path::Path;
@@ -105,7 +106,7 @@ impl S3Store {
         let prefix = Path::from(parsed.prefix.as_str());
         let runtime = client::runtime()?;
         let bounds = client::Bounds::new(store.timeout_s);
-        let quick = client::connect(store, &parsed, client::QUICK_RETRIES, &bounds)?;
+        let quick = client::connect(store, &parsed, Purpose::Quick, &bounds)?;
         let no_answer = |what: &'static str, within: std::time::Duration| Error::ObjectStore {
             what,
             url: display.clone(),
@@ -135,10 +136,11 @@ impl S3Store {
             }
             Ok(())
         })?;
-        let s3 = Arc::new(client::connect(store, &parsed, client::RETRIES, &bounds)?);
+        let connect = |purpose| client::connect(store, &parsed, purpose, &bounds).map(Arc::new);
         let uploads = Uploads {
-            s3,
+            s3: connect(Purpose::Data)?,
             quick: Arc::new(quick),
+            completions: connect(Purpose::Completion)?,
             bucket_url: format!("s3://{}/", parsed.bucket),
             requests: Arc::new(Semaphore::new(REQUESTS)),
             counters: Arc::new(UploadCounters::default()),

@@ -46,6 +46,8 @@ pub struct Uploads {
     pub s3: Arc<AmazonS3>,
     /// The same client with a few quick retries per request, for aborts.
     pub quick: Arc<AmazonS3>,
+    /// The same client for completions, whose attempts are not cut short.
+    pub completions: Arc<AmazonS3>,
     /// The store's URL up to the bucket: `s3://bucket/`.
     pub bucket_url: String,
     /// Requests in flight at most (PUTs and parts).
@@ -100,18 +102,52 @@ impl Uploads {
         let id = self
             .request("starting the multipart upload of", key, false, create)
             .await?;
-        let done = async {
-            let parts = self.parts(key, &id, body).await?;
-            let complete = self.s3.complete_multipart(key, &id, parts);
-            self.request("completing the multipart upload of", key, false, complete)
-                .await
-        };
-        match done.await {
-            Ok(_) => Ok(()),
+        let size = body.len() as u64;
+        let parts = match self.parts(key, &id, body).await {
+            Ok(parts) => parts,
             Err(e) => {
                 self.abort(key, id).await;
-                Err(e)
+                return Err(e);
             }
+        };
+        let complete = self.completions.complete_multipart(key, &id, parts);
+        let what = "completing the multipart upload of";
+        let Err(e) = self.request(what, key, false, complete).await else {
+            return Ok(());
+        };
+        if self.stop.is_cancelled() {
+            // The store failed first: nothing to check, only to clean.
+            self.abort(key, id).await;
+            return Err(e);
+        }
+        match self.landed(key, size).await {
+            Some(true) => return Ok(()),
+            Some(false) => self.abort(key, id).await,
+            // No answer: neither would an abort have one now. It is tried
+            // again at the flush, within the same bound as a failed abort.
+            None => self.leftovers.lock().push((key.clone(), id)),
+        }
+        Err(e)
+    }
+
+    /// Whether the object `key` holds `size` bytes, after a completion that
+    /// seemed to fail: its answer may have been lost (a timeout, a cut
+    /// connection) and a server that forgets an upload as it completes it
+    /// (s3s-fs, MinIO) refuses the client's retry as unknown. The store's
+    /// prefix held no object of another writer when the stream began (see
+    /// [`super::ownership`]) and each shard is written once, so an object
+    /// of this key and size is this upload's. `None` when the server gave
+    /// no answer within `bounds.wind_down`, as an abort is bounded.
+    async fn landed(&self, key: &Path, size: u64) -> Option<bool> {
+        let head = self.quick.head(key);
+        match tokio::time::timeout(self.bounds.wind_down, head).await {
+            Ok(Ok(meta)) => Some(meta.size == size),
+            Ok(Err(
+                object_store::Error::NotFound { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. },
+            )) => Some(false),
+            Ok(Err(_)) | Err(_) => None,
         }
     }
 
