@@ -123,32 +123,35 @@ impl DeliveryThread {
     }
 
     /// Hands the shards of `epochs` to the sink, in order. The rows that
-    /// each epoch makes whole go to it together, in one call while the
-    /// batch has room (see [`RowBatch`]); a row that spans epochs is
-    /// assembled and goes on its own.
+    /// each epoch makes whole are described into one batch and go to it
+    /// together, in one call while the batch has room (see [`RowBatch`]);
+    /// a row that spans epochs is assembled and goes on its own, after the
+    /// batch before it.
     fn deliver(&mut self, epochs: &[CompressedEpoch]) -> Result<()> {
         let t = std::time::Instant::now();
         let mut batch = std::mem::take(&mut self.batch);
-        let mut first = 0; // the batch's first epoch
+        // The epochs whose rows are in the batch, not yet handed on.
+        let mut run = 0..0;
         for (e, epoch) in epochs.iter().enumerate() {
             let (a, k) = (epoch.array as usize, epoch.level as usize);
-            let in_place = self.assemblers[a][k].rows_in_place();
-            let row = ShardAssembler::row_description_bytes(&self.layouts[a][k]);
-            if !in_place || !batch.has_room_for(row as usize) {
-                self.hand_on_batch(&mut batch, &epochs[first..e])?;
-                first = e;
-            }
-            if in_place {
-                self.assemblers[a][k].describe_into(epoch, e - first, &mut batch)?;
+            if !self.assemblers[a][k].rows_in_place() {
+                self.hand_on_batch(&mut batch, &epochs[run])?;
+                run = e + 1..e + 1;
+                let assembler = &mut self.assemblers[a][k];
+                if assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))? {
+                    self.progress(a, k)?;
+                }
                 continue;
             }
-            first = e + 1;
-            let assembler = &mut self.assemblers[a][k];
-            if assembler.push(epoch, &mut counted(&mut *self.sink, &self.shared))? {
-                self.progress(a, k)?;
+            let row = ShardAssembler::row_description_bytes(&self.layouts[a][k]);
+            if !batch.has_room_for(row as usize) {
+                self.hand_on_batch(&mut batch, &epochs[run])?;
+                run = e..e;
             }
+            self.assemblers[a][k].describe_into(epoch, e - run.start, &mut batch)?;
+            run.end = e + 1;
         }
-        self.hand_on_batch(&mut batch, &epochs[first..])?;
+        self.hand_on_batch(&mut batch, &epochs[run])?;
         self.batch = batch;
         self.shared.metrics.add_time(Stage::Sink, t.elapsed());
         Ok(())

@@ -65,7 +65,11 @@ impl ShardAssembler {
                 index: ShardIndex::new(chunks)?,
             });
         }
-        let shards_n = layout.shards_per_row() as usize;
+        // Rows made in place are described into the delivery's batch.
+        let shards_n = match layout.epochs_per_shard_row() {
+            1 => 0,
+            _ => layout.shards_per_row() as usize,
+        };
         let coords = try_filled(
             shards_n.saturating_mul(layout.rank()),
             0,
@@ -125,21 +129,21 @@ impl ShardAssembler {
         self.rows_emitted
     }
 
-    /// Adds one epoch; emits the shard row when this epoch completes it.
-    /// Epochs must arrive in order. Returns whether a row was emitted.
+    /// Adds one epoch of a row that spans several (where not
+    /// [`Self::rows_in_place`]: those rows are described into a
+    /// [`RowBatch`] instead); emits the shard row when this epoch completes
+    /// it. Epochs must arrive in order. Returns whether a row was emitted.
     pub fn push<E: From<Error>>(
         &mut self,
         epoch: &CompressedEpoch,
         emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
     ) -> Result<bool, E> {
+        if self.rows_in_place() {
+            let why = "a row made in place is described into a batch, not pushed";
+            return Err(E::from(Error::Internal(why.into())));
+        }
         let (row, first_chunk) = self.layout.epoch_in_shard_row(epoch.epoch);
         debug_assert!(self.row.is_none_or(|r| r == row), "epochs out of order");
-        if self.layout.epochs_per_shard_row() == 1 {
-            // Each shard is one contiguous run of this epoch: emit it from
-            // there, without copying it into the shard state.
-            self.emit_epoch_row(row, epoch, emit)?;
-            return Ok(true);
-        }
         self.row = Some(row);
         let per_shard = self.layout.chunks_per_shard_epoch() as usize;
         let present = &self.present;
@@ -178,26 +182,6 @@ impl ShardAssembler {
             return Ok(true);
         }
         Ok(false)
-    }
-
-    fn emit_epoch_row<E: From<Error>>(
-        &mut self,
-        row: u64,
-        epoch: &CompressedEpoch,
-        emit: &mut dyn FnMut(&[Shard<'_>]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let per_shard = self.layout.chunks_per_shard_epoch() as usize;
-        for k in 0..self.shards.len() {
-            let index = &mut self.shards[k].index;
-            index_epoch(index, &self.present, epoch, k, per_shard, 0, 0);
-        }
-        self.describe_row(row);
-        self.hand_on(&|k| epoch.shard_data(k, per_shard), emit)?;
-        for shard in &mut self.shards {
-            shard.index.clear();
-        }
-        self.rows_emitted += 1;
-        Ok(())
     }
 
     /// Emits the row in progress, if any: the partial shards of a stream

@@ -99,14 +99,20 @@ mod tests {
         (c, d, i, s.index_at_start, s.level, s.array)
     }
 
-    /// Epoch `e` of `layout`: position `j` holds `(e + j) % 5` bytes
-    /// (some empty, as skipped frames leave them), each byte distinct.
+    /// Chunk `j` of epoch `e`: `(e + j) % 5` bytes (some empty, as skipped
+    /// frames leave them), each byte distinct.
+    fn chunk(e: u64, j: u64) -> Vec<u8> {
+        (0..(e + j) % 5)
+            .map(|b| (e * 31 + j * 7 + b) as u8)
+            .collect()
+    }
+
+    /// Epoch `e` of `layout`, its chunks in shard-major order.
     fn epoch(layout: &Layout, e: u64) -> CompressedEpoch {
         let mut offsets = vec![0u64];
         let mut data = Vec::new();
         for j in 0..layout.shard_major_len() {
-            let n = (e + j) % 5;
-            data.extend((0..n).map(|b| (e * 31 + j * 7 + b) as u8));
+            data.extend(chunk(e, j));
             offsets.push(data.len() as u64);
         }
         CompressedEpoch {
@@ -118,49 +124,75 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rows_described_together_are_the_rows_emitted_one_by_one() {
-        // Unbounded 2-D frames of 4 x 6 tiles, shards of 2 x 3 tiles: each
-        // epoch (one plane) is a row of four shards.
+    /// The test layout: unbounded 2-D frames of 4 x 6 tiles, shards of
+    /// 2 x 3 tiles, so that each epoch (one plane) is a row of 2 x 2 shards.
+    fn layout() -> Layout {
         let dims = [Dim::new(0, 1, 1), Dim::new(8, 2, 2), Dim::new(18, 3, 3)];
-        let layout = Layout::new(&dims, 2).unwrap();
+        Layout::new(&dims, 2).unwrap()
+    }
+
+    /// Row `e` of the test layout as the sharding codec's specification
+    /// lays it out, built by hand: shard `k` at (e, k / 2, k % 2) holds
+    /// its six chunks in order, and its index one (offset, nbytes) pair of
+    /// u64 LE per chunk (both 2^64 - 1 for an empty one), offsets counted
+    /// past the index where it comes first, then their crc32c as u32 LE.
+    fn row_by_the_specification(e: u64, index_at_start: bool) -> Vec<Owned> {
+        let index_len = 6 * 16 + 4;
+        let shift = if index_at_start { index_len } else { 0 };
+        (0..4u64)
+            .map(|k| {
+                let (mut data, mut index) = (Vec::new(), Vec::new());
+                for w in 0..6 {
+                    let bytes = chunk(e, k * 6 + w);
+                    let (offset, n) = match bytes.len() {
+                        0 => (u64::MAX, u64::MAX),
+                        n => ((shift + data.len()) as u64, n as u64),
+                    };
+                    index.extend(offset.to_le_bytes());
+                    index.extend(n.to_le_bytes());
+                    data.extend(bytes);
+                }
+                index.extend(crc32c::crc32c(&index).to_le_bytes());
+                assert_eq!(index.len(), index_len);
+                (vec![e, k / 2, k % 2], data, index, index_at_start, 0, 1)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_described_together_are_the_rows_of_the_specification() {
+        let layout = layout();
         for location in [IndexLocation::Start, IndexLocation::End] {
-            let make = || {
-                ShardAssembler::new(&layout, location, 64)
-                    .unwrap()
-                    .for_array(1)
-            };
-            let (mut one_by_one, mut together) = (make(), make());
-            assert!(together.rows_in_place());
+            let at_start = location == IndexLocation::Start;
+            let mut assembler = ShardAssembler::new(&layout, location, 64)
+                .unwrap()
+                .for_array(1);
+            assert!(assembler.rows_in_place());
             let epochs: Vec<_> = (0..7).map(|e| epoch(&layout, e)).collect();
-            let mut expected = Vec::new();
-            for e in &epochs {
-                let mut emit = |row: &[Shard<'_>]| -> Result<()> {
-                    expected.extend(row.iter().map(owned));
-                    Ok(())
-                };
-                assert!(one_by_one.push(e, &mut emit).unwrap());
-            }
             let mut batch = RowBatch::default();
             // Two batches, the second after the first was cleared.
             for run in [&epochs[..3], &epochs[3..]] {
                 for (e, epoch) in run.iter().enumerate() {
-                    together.describe_into(epoch, e, &mut batch).unwrap();
+                    assembler.describe_into(epoch, e, &mut batch).unwrap();
                 }
-                let shards = batch.shards(run).unwrap();
-                let first = if run.len() == 3 { 0 } else { 12 };
-                let got: Vec<_> = shards.iter().map(owned).collect();
-                assert_eq!(got, expected[first..first + 4 * run.len()]);
+                let got: Vec<_> = batch.shards(run).unwrap().iter().map(owned).collect();
+                let expected: Vec<_> = run
+                    .iter()
+                    .flat_map(|epoch| row_by_the_specification(epoch.epoch, at_start))
+                    .collect();
+                assert_eq!(got, expected, "index at start: {at_start}");
                 batch.clear();
             }
-            assert_eq!(together.rows_emitted(), one_by_one.rows_emitted());
+            assert_eq!(assembler.rows_emitted(), 7);
+            // Such rows are not pushed one by one.
+            let mut emit = |_: &[Shard<'_>]| -> Result<()> { Ok(()) };
+            assert!(assembler.push(&epochs[0], &mut emit).is_err());
         }
     }
 
     #[test]
     fn a_batch_takes_rows_until_its_descriptions_reach_the_bound() {
-        let dims = [Dim::new(0, 1, 1), Dim::new(8, 2, 2), Dim::new(18, 3, 3)];
-        let layout = Layout::new(&dims, 2).unwrap();
+        let layout = layout();
         let mut a = ShardAssembler::new(&layout, IndexLocation::End, 64).unwrap();
         let row = ShardAssembler::row_description_bytes(&layout) as usize;
         let mut batch = RowBatch::default();
