@@ -25,6 +25,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Objects up to this size go in one PUT.
@@ -115,17 +116,22 @@ impl Uploads {
         let Err(e) = self.request(what, key, false, complete).await else {
             return Ok(());
         };
-        if self.stop.is_cancelled() {
-            // The store failed first: nothing to check, only to clean.
-            self.abort(key, id).await;
-            return Err(e);
-        }
-        match self.landed(key, size).await {
+        // The check and the abort after it share an abort's bound, so that
+        // a failed stream's flush still returns within the bound it states.
+        let deadline = Instant::now() + self.bounds.wind_down;
+        // When the store failed first, nothing is checked, only cleaned.
+        let landed = match self.stop.is_cancelled() {
+            true => Some(false),
+            false => self.landed(key, size, deadline).await,
+        };
+        let aborted = match landed {
             Some(true) => return Ok(()),
-            Some(false) => self.abort(key, id).await,
-            // No answer: neither would an abort have one now. It is tried
-            // again at the flush, within the same bound as a failed abort.
-            None => self.leftovers.lock().push((key.clone(), id)),
+            Some(false) => self.try_abort(key, &id, deadline).await,
+            // No answer: neither would an abort have one now.
+            None => false,
+        };
+        if !aborted {
+            self.leftovers.lock().push((key.clone(), id));
         }
         Err(e)
     }
@@ -137,10 +143,10 @@ impl Uploads {
     /// prefix held no object of another writer when the stream began (see
     /// [`super::ownership`]) and each shard is written once, so an object
     /// of this key and size is this upload's. `None` when the server gave
-    /// no answer within `bounds.wind_down`, as an abort is bounded.
-    async fn landed(&self, key: &Path, size: u64) -> Option<bool> {
+    /// no answer by `deadline`.
+    async fn landed(&self, key: &Path, size: u64, deadline: Instant) -> Option<bool> {
         let head = self.quick.head(key);
-        match tokio::time::timeout(self.bounds.wind_down, head).await {
+        match tokio::time::timeout_at(deadline, head).await {
             Ok(Ok(meta)) => Some(meta.size == size),
             Ok(Err(
                 object_store::Error::NotFound { .. }
@@ -231,18 +237,19 @@ impl Uploads {
 
     /// Aborts a multipart upload; when that fails too, keeps it for later.
     pub async fn abort(&self, key: &Path, id: MultipartId) {
-        if !self.try_abort(key, &id).await {
+        let deadline = Instant::now() + self.bounds.wind_down;
+        if !self.try_abort(key, &id, deadline).await {
             self.leftovers.lock().push((key.clone(), id));
         }
     }
 
     /// True when the upload is gone: aborted now, or unknown to the server
     /// (NoSuchUpload: aborted or completed before). Not stopped by the
-    /// store's failure (it cleans up after one), but bounded by
-    /// `bounds.wind_down`.
-    async fn try_abort(&self, key: &Path, id: &MultipartId) -> bool {
+    /// store's failure (it cleans up after one), but given up at
+    /// `deadline` (`bounds.wind_down` from the start of the clean-up).
+    async fn try_abort(&self, key: &Path, id: &MultipartId, deadline: Instant) -> bool {
         let abort = self.quick.abort_multipart(key, id);
-        match tokio::time::timeout(self.bounds.wind_down, abort).await {
+        match tokio::time::timeout_at(deadline, abort).await {
             Ok(Ok(())) | Ok(Err(object_store::Error::NotFound { .. })) => true,
             Ok(Err(_)) | Err(_) => false,
         }
@@ -252,7 +259,10 @@ impl Uploads {
     /// returns those that still could not be aborted.
     pub async fn abort_leftovers(&self) -> Vec<String> {
         let left = std::mem::take(&mut *self.leftovers.lock());
-        let tries = left.iter().map(|(key, id)| self.try_abort(key, id));
+        let deadline = Instant::now() + self.bounds.wind_down;
+        let tries = left
+            .iter()
+            .map(|(key, id)| self.try_abort(key, id, deadline));
         let gone = futures_util::future::join_all(tries).await;
         let mut still = Vec::new();
         for ((key, id), gone) in left.into_iter().zip(gone) {
