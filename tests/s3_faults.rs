@@ -137,8 +137,7 @@ fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     // A few shards in, then down the moment an upload's parts are all in
     // and its completion is asked for: the upload holds every part.
     let completions = rng.range(0, 4);
-    let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
-    b.die_on(completion, completions);
+    b.die_on(is_completion, completions);
     let cam = Camera::start(s, g.clone(), 40, 0, rng.next());
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.proxy.triggered() {
@@ -192,11 +191,7 @@ fn kill_during_flush(b: &mut Backend, tmp: &Path) {
     let prefix = "flush.zarr";
     let mut s = Stream::new(&config("uint16", SMALL, &b.store(prefix, "")), None).unwrap();
     let g = Generator::new(Pattern::Random, DType::Uint16, &FRAME, 11);
-    let mut frame = vec![0u8; g.frame_bytes()];
-    for p in 0..800 {
-        g.fill_frame(p, &mut frame);
-        assert_eq!(s.write_blocking(&frame, None).unwrap(), frame.len());
-    }
+    write_planes(&mut s, &g, 800);
     let flushing = std::thread::spawn(move || {
         let r = s.finish();
         (s, r, Instant::now())
@@ -251,11 +246,7 @@ fn flaky_answers_pass_after_retries(b: &mut Backend, tmp: &Path) {
         b.proxy.flaky(100);
         let mut s = Stream::new(&config(dtype.name(), dims, &b.store(prefix, "")), None).unwrap();
         let g = Generator::new(Pattern::Random, dtype, frame, 15);
-        let mut data = vec![0u8; g.frame_bytes()];
-        for p in 0..planes {
-            g.fill_frame(p, &mut data);
-            assert_eq!(s.write_blocking(&data, None).unwrap(), data.len());
-        }
+        write_planes(&mut s, &g, planes);
         s.finish()
             .unwrap_or_else(|e| panic!("{}: {prefix} under 10% injected errors: {e}", b.name));
         drop(s);
@@ -300,15 +291,10 @@ fn a_completion_whose_answer_is_lost(b: &mut Backend, tmp: &Path) {
     // Planes of 25 MB of random uint32, each a shard: multipart uploads.
     let g = Generator::new(Pattern::Random, DType::Uint32, &BIG_FRAME, 19);
     b.timeout_s = 15; // as for the kill between parts
-    let completion = |line: &str| line.starts_with("POST ") && line.contains("uploadId=");
-    b.proxy.lose_answer_on(completion, rng.range(0, 4));
+    b.proxy.lose_answer_on(is_completion, rng.range(0, 4));
     let mut s = Stream::new(&config("uint32", BIG, &b.store(prefix, "")), None).unwrap();
-    let mut data = vec![0u8; g.frame_bytes()];
     let planes = 6;
-    for p in 0..planes {
-        g.fill_frame(p, &mut data);
-        assert_eq!(s.write_blocking(&data, None).unwrap(), data.len());
-    }
+    write_planes(&mut s, &g, planes);
     s.finish()
         .unwrap_or_else(|e| panic!("{}: a completion whose answer was lost: {e}", b.name));
     drop(s);

@@ -193,6 +193,20 @@ pub fn config(dtype: &str, dims: &str, store: &str) -> Config {
     Config::from_json(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
 }
 
+/// Writes frames `0..planes` of `g` to `s`, each whole before the next.
+pub fn write_planes(s: &mut Stream, g: &Generator, planes: u64) {
+    let mut frame = vec![0u8; g.frame_bytes()];
+    for p in 0..planes {
+        g.fill_frame(p, &mut frame);
+        assert_eq!(s.write_blocking(&frame, None).unwrap(), frame.len());
+    }
+}
+
+/// Whether a request line asks to complete a multipart upload.
+pub fn is_completion(line: &str) -> bool {
+    line.starts_with("POST ") && line.contains("uploadId=")
+}
+
 /// The camera: `planes` frames at `fps` (0: as fast as the stream takes
 /// them), in writes of random sizes, until done, failed or stopped.
 pub struct Camera {

@@ -124,14 +124,11 @@ impl Uploads {
             true => Some(false),
             false => self.landed(key, size, deadline).await,
         };
-        let aborted = match landed {
+        match landed {
             Some(true) => return Ok(()),
-            Some(false) => self.try_abort(key, &id, deadline).await,
+            Some(false) => self.abort_by(key, id, deadline).await,
             // No answer: neither would an abort have one now.
-            None => false,
-        };
-        if !aborted {
-            self.leftovers.lock().push((key.clone(), id));
+            None => self.leftovers.lock().push((key.clone(), id)),
         }
         Err(e)
     }
@@ -237,7 +234,12 @@ impl Uploads {
 
     /// Aborts a multipart upload; when that fails too, keeps it for later.
     pub async fn abort(&self, key: &Path, id: MultipartId) {
-        let deadline = Instant::now() + self.bounds.wind_down;
+        self.abort_by(key, id, Instant::now() + self.bounds.wind_down)
+            .await
+    }
+
+    /// The same, given up at `deadline`.
+    async fn abort_by(&self, key: &Path, id: MultipartId, deadline: Instant) {
         if !self.try_abort(key, &id, deadline).await {
             self.leftovers.lock().push((key.clone(), id));
         }
