@@ -158,7 +158,6 @@ fn kill_between_parts(b: &mut Backend, tmp: &Path) {
     b.kill();
     let (s, _, _) = cam.join();
     after_the_fault(b, prefix, tmp, s, killed, &g, DType::Uint32);
-    b.timeout_s = TIMEOUT_S;
 }
 
 fn kill_during_metadata_update(b: &mut Backend, tmp: &Path) {
@@ -302,7 +301,6 @@ fn a_completion_whose_answer_is_lost(b: &mut Backend, tmp: &Path) {
     let rows = check_store(b, prefix, tmp, &g, DType::Uint32);
     assert_eq!(rows, planes, "{}: {prefix}", b.name);
     eprintln!("{}: a lost completion answer: the store is whole", b.name);
-    b.timeout_s = TIMEOUT_S;
 }
 
 fn matrix(mut b: Backend, tmp: &Path) {
@@ -330,6 +328,9 @@ fn matrix(mut b: Backend, tmp: &Path) {
             continue;
         }
         let t = Instant::now();
+        // Each case starts from the short bound; one may raise it for its
+        // own stores.
+        b.timeout_s = TIMEOUT_S;
         case(&mut b, tmp);
         b.proxy.disarm();
         b.back();

@@ -229,7 +229,7 @@ fn counted<'a>(
     sink: &'a mut dyn ShardSink,
     shared: &'a Shared,
 ) -> impl FnMut(&[Shard<'_>]) -> Result<()> + 'a {
-    move |shards| sink.emit_row(shards, &Counted(shared))
+    move |shards| sink.emit_rows(shards, &Counted(shared))
 }
 
 struct Counted<'a>(&'a Shared);

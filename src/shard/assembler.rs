@@ -66,9 +66,10 @@ impl ShardAssembler {
             });
         }
         // Rows made in place are described into the delivery's batch.
-        let shards_n = match layout.epochs_per_shard_row() {
-            1 => 0,
-            _ => layout.shards_per_row() as usize,
+        let shards_n = if rows_in_place(layout) {
+            0
+        } else {
+            layout.shards_per_row() as usize
         };
         let coords = try_filled(
             shards_n.saturating_mul(layout.rank()),
@@ -236,7 +237,7 @@ impl ShardAssembler {
     /// Whether each epoch is a whole shard row, emitted from the epoch's
     /// own bytes: such rows may go to the sink together in a [`RowBatch`].
     pub fn rows_in_place(&self) -> bool {
-        self.layout.epochs_per_shard_row() == 1
+        rows_in_place(&self.layout)
     }
 
     /// Bytes one row of `layout` takes in a [`RowBatch`]: its shards'
@@ -329,12 +330,18 @@ impl ShardAssembler {
     }
 }
 
+/// Whether each epoch of `layout` is a whole shard row, emitted from the
+/// epoch's own bytes rather than gathered in the assembler's buffers.
+fn rows_in_place(layout: &Layout) -> bool {
+    layout.epochs_per_shard_row() == 1
+}
+
 /// The most bytes one shard's data reaches in a shard row that spans
 /// several epochs (0 when each epoch is a row: it is emitted in place).
 fn row_data_bytes(layout: &Layout, max_chunk: u64) -> u64 {
     let epochs = layout.epochs_per_shard_row();
     let held = match layout.epoch_count() {
-        _ if epochs == 1 => 0,
+        _ if rows_in_place(layout) => 0,
         Some(count) => epochs.min(count),
         None => epochs,
     };

@@ -60,7 +60,7 @@ pub trait ShardSink: Send {
     /// asked before and told after each shard. The default emits them one
     /// after another and stops at the first error; a sink that writes
     /// several at once (a folder store) does so here.
-    fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+    fn emit_rows(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
         for shard in shards {
             progress.proceed()?;
             self.emit(shard)?;
@@ -132,14 +132,14 @@ impl ShardSink for Tee {
     }
     /// The row to each sink in turn (a store among them writes it on its
     /// threads); the last one's shards are the ones counted.
-    fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+    fn emit_rows(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
         let Some((last, first)) = self.0.split_last_mut() else {
             return Ok(());
         };
         for sink in first {
-            sink.emit_row(shards, &Uncounted(progress))?;
+            sink.emit_rows(shards, &Uncounted(progress))?;
         }
-        last.emit_row(shards, progress)
+        last.emit_rows(shards, progress)
     }
     fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {
         self.0

@@ -360,7 +360,7 @@ impl ShardSink for FsStore {
         written
     }
 
-    fn emit_row(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+    fn emit_rows(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
         self.check_folder()?;
         // The keys and folders here (the shards of a row share a few
         // folders), the files on the store's threads.

@@ -1,0 +1,228 @@
+//! Tests of the free staging buffers and their growth.
+
+use super::*;
+
+fn buffer() -> StagingBuffer {
+    StagingBuffer::Host {
+        buf: vec![0; 8],
+        start: 0,
+        len: 8,
+    }
+}
+
+/// A pool of one buffer that may grow to `limit`, with the allocator
+/// played by the test: (pool, where buffers come back, growth asked).
+fn pool(limit: usize) -> (FreeBuffers, Sender<StagingBuffer>, Orders) {
+    let (free_tx, free_rx) = channel();
+    let (growth, orders) = growth();
+    free_tx.send(buffer()).unwrap();
+    (
+        FreeBuffers::new(free_rx, Some(growth), limit - 1),
+        free_tx,
+        orders,
+    )
+}
+
+/// Answers every request for growth with a new buffer; how many.
+fn allocate(orders: &Orders, free: &Sender<StagingBuffer>) -> usize {
+    orders
+        .asked
+        .try_iter()
+        .map(|()| {
+            orders.made_one();
+            free.send(buffer()).unwrap()
+        })
+        .count()
+}
+
+#[test]
+fn a_writer_that_retries_while_a_buffer_is_on_its_way_asks_for_no_more() {
+    let (mut pool, free, asked) = pool(16);
+    let first = pool.try_take().ok().flatten().expect("the first buffer");
+    // The buffer ahead, asked for at create, takes its time: the
+    // writer, done with the first, retries many times meanwhile.
+    for _ in 0..50 {
+        assert!(pool.try_take().ok().flatten().is_none());
+    }
+    assert!(pool
+        .take_within(Duration::from_millis(1))
+        .ok()
+        .flatten()
+        .is_none());
+    assert_eq!(
+        allocate(&asked, &free),
+        1,
+        "one buffer asked for, not one per retry"
+    );
+    let second = pool.try_take().ok().flatten().expect("the buffer ahead");
+    assert_eq!(allocate(&asked, &free), 1, "the next one ahead");
+    // Taken while waiting: the one after is asked for as it arrives.
+    drop((first, second));
+    assert!(pool
+        .take_within(Duration::from_millis(1))
+        .ok()
+        .flatten()
+        .is_some());
+    assert_eq!(allocate(&asked, &free), 1);
+    assert_eq!(pool.had, 4);
+}
+
+#[test]
+fn a_writer_the_pipeline_keeps_up_with_settles_at_three_buffers() {
+    let (mut pool, free, asked) = pool(16);
+    let mut made = 1 + allocate(&asked, &free);
+    assert_eq!(made, 2, "one buffer ahead is asked for at create");
+    // Each buffer the writer fills is compressed and back before the
+    // writer needs the next but one.
+    let mut compressing: Option<StagingBuffer> = None;
+    for _ in 0..100 {
+        let buf = pool.try_take().ok().flatten().expect("never waits");
+        if let Some(done) = compressing.replace(buf) {
+            free.send(done).unwrap();
+        }
+        made += allocate(&asked, &free);
+    }
+    assert_eq!(made, 3);
+}
+
+#[test]
+fn a_writer_that_outruns_the_pipeline_grows_it_to_the_budget_and_no_further() {
+    let (mut pool, free, asked) = pool(5);
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf); // never given back
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 5);
+    assert_eq!(allocate(&asked, &free), 0);
+    assert!(pool.try_take().ok().flatten().is_none());
+}
+
+#[test]
+fn past_the_budget_only_while_partial_epochs_hold_the_buffers() {
+    let (pool, free, asked) = pool(8);
+    let mut pool = pool.with_budget(3);
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(
+        held.len(),
+        3,
+        "a writer that outruns the pipeline stays in the budget"
+    );
+    // Two arrays hold buffers with partial epochs: one more may come.
+    pool.set_held(2);
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+            pool.set_held(held.len());
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 8, "up to the lane's limit");
+    assert_eq!(allocate(&asked, &free), 0);
+}
+
+#[test]
+fn buffers_that_stay_free_for_a_window_go_and_come_back_when_needed() {
+    let window = Duration::from_millis(40);
+    let (pool, free, asked) = pool(8);
+    let mut pool = pool.with_shrink_window(window);
+    // A burst: the writer outruns the pipeline and the pool grows to 8.
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 8);
+    held.drain(..).for_each(|b| free.send(b).unwrap());
+    // Then a slow input for two windows: each buffer is back long
+    // before the next is needed, so seven stay free all along.
+    let start = Instant::now();
+    while start.elapsed() < 2 * window + Duration::from_millis(10) {
+        let buf = pool.try_take().ok().flatten().expect("buffers are free");
+        free.send(buf).unwrap();
+        assert_eq!(allocate(&asked, &free), 0, "nothing new while idle");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(pool.had, SHRINK_FLOOR, "all but the floor went");
+    // A steady input that keeps two in use (one filled, one being
+    // compressed) and one free ahead grows it to three and keeps them.
+    let mut compressing: Option<StagingBuffer> = None;
+    let start = Instant::now();
+    while start.elapsed() < 2 * window + Duration::from_millis(10) {
+        let buf = pool.try_take().ok().flatten().expect("never waits");
+        if let Some(done) = compressing.replace(buf) {
+            free.send(done).unwrap();
+        }
+        allocate(&asked, &free);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(pool.had, 3, "a buffer in use is never counted idle");
+    // Another burst grows it back to the limit.
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len() + usize::from(compressing.is_some()), 8);
+}
+
+#[test]
+fn no_growth_after_it_stopped_and_an_ended_pipeline_says_so() {
+    let (mut pool, free, asked) = pool(4);
+    allocate(&asked, &free);
+    pool.stop_growing();
+    assert!(pool.try_take().ok().flatten().is_some());
+    assert!(pool.try_take().ok().flatten().is_some());
+    assert_eq!(allocate(&asked, &free), 0, "nothing asked once stopped");
+    drop(free);
+    assert!(pool.try_take().is_err());
+    assert!(pool.take_within(Duration::from_millis(1)).is_err());
+}
+
+#[test]
+fn a_wait_at_create_ends_when_the_allocator_gives_up() {
+    // The buffer ahead is made while create waits for it.
+    let (mut waiting, free, asked) = pool(4);
+    let maker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        allocate(&asked, &free);
+        (asked, free)
+    });
+    waiting
+        .wait_until_free(2, Duration::from_secs(5))
+        .ok()
+        .expect("the pipeline is there");
+    assert_eq!(waiting.ready.len(), 2, "the buffer ahead came");
+    let (_asked, _free) = maker.join().unwrap();
+
+    // The allocator cannot make it (its thread ends): the wait does
+    // not last its whole bound, and the stream goes on with what it
+    // has, asking for no more.
+    let (mut pool, free, asked) = pool(4);
+    drop(asked);
+    let start = Instant::now();
+    pool.wait_until_free(2, Duration::from_secs(5))
+        .ok()
+        .expect("the pipeline is there");
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!((pool.ready.len(), pool.had), (1, 1));
+    let only = pool.try_take().ok().flatten().expect("the first buffer");
+    assert!(pool.try_take().ok().flatten().is_none());
+    free.send(only).unwrap();
+    assert!(pool.try_take().ok().flatten().is_some(), "it is reused");
+}
