@@ -1,5 +1,5 @@
-//! Arrays given as C structures (`tz_array` through `tz_create_arrays`) write what their JSON
-//! form does.
+//! Arrays given as C structures (`tz_array` through `tz_create_arrays`)
+//! write what their JSON form does.
 
 use super::*;
 
