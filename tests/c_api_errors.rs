@@ -203,77 +203,8 @@ fn a_tz_config_is_checked_like_json() {
     assert!(s.is_null());
 }
 
-#[test]
-fn the_gpu_backend_is_used_or_refused_with_the_reason() {
-    let json = json_with(r#", "backend": "gpu""#);
-    if test_backend() == "gpu" {
-        // On a GPU machine the GPU backend must come up.
-        let sink = Collected::default();
-        let s = create_json(&json, Some(&sink)).unwrap_or_else(|e| panic!("{e:?}"));
-        let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
-        assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
-        assert_eq!(
-            unsafe { m.assume_init() }.backend,
-            tz_backend::TZ_BACKEND_GPU as u32
-        );
-        tz_destroy(s);
-    } else {
-        // Without one, an error that names what is missing; no fallback.
-        assert_create_fails(
-            &json,
-            tz_status::TZ_ERR_BACKEND_UNAVAILABLE,
-            &["gpu", "requested, but"],
-        );
-    }
-}
-
-#[test]
-fn a_tile_past_the_gpu_compressors_limit_is_refused_by_the_gpu_and_runs_on_the_cpu_under_auto() {
-    // One tile of 4096 x 2049 uint16 (16 MiB and 8 KiB): past nvCOMP's
-    // LZ4 chunk limit of 16 MiB. Refused on any machine, GPU or not: the
-    // reason names the limit.
-    let big = |backend: &str| {
-        format!(
-            r#"{{"dtype": "uint16", "backend": "{backend}",
-                "codec": {{"name": "blosc", "level": 1, "cname": "lz4"}},
-                "dimensions": [{{"size": 0, "tile": 1}}, {{"size": 4096, "tile": 4096}},
-                               {{"size": 2049, "tile": 2049}}]}}"#
-        )
-    };
-    let (gpu, auto) = (big("gpu"), big("auto"));
-    assert_create_fails(
-        &gpu,
-        tz_status::TZ_ERR_BACKEND_UNAVAILABLE,
-        &["gpu", "requested, but", "16785408 bytes", "LZ4 chunk limit"],
-    );
-    // The memory estimate makes the same choice.
-    let (gpu_c, auto_c) = (cstring(&gpu), cstring(&auto));
-    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
-    assert_eq!(
-        tz_estimate_memory_json(gpu_c.as_ptr(), plan.as_mut_ptr()),
-        code(tz_status::TZ_ERR_BACKEND_UNAVAILABLE)
-    );
-    assert!(last_error().contains("LZ4 chunk limit"), "{}", last_error());
-    // "auto" falls back to the CPU and says why.
-    assert_eq!(
-        tz_estimate_memory_json(auto_c.as_ptr(), plan.as_mut_ptr()),
-        OK
-    );
-    assert_eq!(
-        unsafe { plan.assume_init() }.backend,
-        tz_backend::TZ_BACKEND_CPU as u32
-    );
-    let sink = Collected::default();
-    let s = create_json(&auto, Some(&sink)).unwrap_or_else(|e| panic!("{e:?}"));
-    let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
-    assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
-    let m = unsafe { m.assume_init() };
-    assert_eq!(m.backend, tz_backend::TZ_BACKEND_CPU as u32);
-    let reason = unsafe { CStr::from_ptr(m.backend_reason.as_ptr()) };
-    let reason = reason.to_str().unwrap();
-    assert!(reason.contains("LZ4 chunk limit"), "{reason}");
-    tz_destroy(s);
-}
+#[path = "c_api_errors/backends.rs"]
+mod backends;
 
 #[test]
 fn store_paths_that_cannot_be_created_or_exist_already() {
@@ -526,58 +457,5 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-#[test]
-fn status_strings_and_version() {
-    for s in tz_status::ALL {
-        let text = unsafe { CStr::from_ptr(tz_status_string(s as i32)) };
-        assert!(!text.to_bytes().is_empty());
-        assert_eq!(text, unsafe {
-            CStr::from_ptr(tz_status_string(-(s as i32)))
-        });
-    }
-    let unknown = unsafe { CStr::from_ptr(tz_status_string(999)) };
-    assert_eq!(unknown.to_str().unwrap(), "unknown status");
-    let v = unsafe { CStr::from_ptr(tz_version()) }.to_str().unwrap();
-    assert_eq!(v, env!("CARGO_PKG_VERSION"));
-    let _ = std::ptr::null::<c_void>();
-}
-
-#[test]
-fn memory_estimates_without_creating_a_stream() {
-    let json = cstring(&json_with(r#", "backend": "cpu", "staging_bytes": 1024"#));
-    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
-    assert_eq!(
-        tz_estimate_memory_json(json.as_ptr(), plan.as_mut_ptr()),
-        OK
-    );
-    let plan = unsafe { plan.assume_init() };
-    assert_eq!(plan.backend, tz_backend::TZ_BACKEND_CPU as u32);
-    assert_eq!(plan.device_bytes, 0);
-    assert!(
-        plan.host_bytes >= 1024,
-        "staging alone is 1024 bytes: {}",
-        plan.host_bytes
-    );
-    let nul = code(tz_status::TZ_ERR_NULL_ARGUMENT);
-    assert_eq!(
-        tz_estimate_memory_json(json.as_ptr(), std::ptr::null_mut()),
-        nul
-    );
-    assert_eq!(
-        tz_estimate_memory(std::ptr::null(), std::ptr::null_mut()),
-        nul
-    );
-    let bad = cstring(r#"{"dtype": "uint16", "dimensions": [{"size": 4, "tile": 0}]}"#);
-    let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
-    assert_eq!(
-        tz_estimate_memory_json(bad.as_ptr(), plan.as_mut_ptr()),
-        code(tz_status::TZ_ERR_CONFIG)
-    );
-    assert!(last_error().contains("dimensions[0].tile"));
-    let trailing = cstring(&format!("{} garbage", json_with("")));
-    assert_eq!(
-        tz_estimate_memory_json(trailing.as_ptr(), plan.as_mut_ptr()),
-        code(tz_status::TZ_ERR_CONFIG)
-    );
-    assert!(last_error().contains("text after the configuration"));
-}
+#[path = "c_api_errors/status.rs"]
+mod status;
