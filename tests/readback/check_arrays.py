@@ -79,6 +79,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_ome  # noqa: E402
+import ome_self_test  # noqa: E402
 from check_store import CheckError, Mismatch, fmt_shape  # noqa: E402
 
 OME_VERSION = check_ome.OME_VERSION
@@ -488,7 +489,7 @@ def _poke(rel, idx):
 
 def self_test():
     t0 = time.monotonic()
-    T = check_ome.SelfTest()
+    T = ome_self_test.SelfTest()
     tmp = tempfile.mkdtemp(prefix="check_arrays_selftest_")
     dim = lambda name, size, tile, **kw: dict(name=name, size=size, tile=tile, **kw)  # noqa: E731
     tyx = [dim("t", 0, 2), dim("y", 9, 4, unit="micrometer", scale=0.5), dim("x", 6, 4)]
