@@ -136,16 +136,6 @@ fn bad_configurations_name_the_field_and_rule() {
     }
 }
 
-/// An unnamed dimension with one tile per shard.
-fn dim(size: u64, tile: u64) -> tz_dimension {
-    tz_dimension {
-        name: std::ptr::null(),
-        size,
-        tile,
-        tiles_per_shard: 1,
-    }
-}
-
 #[test]
 fn a_tz_config_is_checked_like_json() {
     let mut cfg = std::mem::MaybeUninit::<tz_config>::uninit();
@@ -155,7 +145,7 @@ fn a_tz_config_is_checked_like_json() {
     // rank 0
     assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
     assert!(last_error().contains("rank"), "{}", last_error());
-    let dims = [dim(0, 4), dim(16, 0)];
+    let dims = [c_dim(0, 4, 1), c_dim(16, 0, 1)];
     cfg.rank = 2;
     cfg.dimensions = std::ptr::null();
     assert_eq!(
@@ -182,7 +172,7 @@ fn a_tz_config_is_checked_like_json() {
     assert_eq!(tz_create(&cfg, &mut s), code(tz_status::TZ_ERR_CONFIG));
     assert!(last_error().contains("backend"));
     cfg.backend = 0;
-    let dims = [dim(0, 4), dim(16, 4)];
+    let dims = [c_dim(0, 4, 1), c_dim(16, 4, 1)];
     cfg.dimensions = dims.as_ptr();
     // Blosc takes levels 0 to 9 from the same field as zstd.
     cfg.codec = tz_codec::TZ_CODEC_BLOSC as u32;

@@ -51,20 +51,7 @@ fn shards_and_metadata_are_fsynced_unless_asked_not_to() {
     // The C configuration: fsync unless `store_skip_fsync` is set.
     for skip in [0, 1] {
         let path = cstring(dir.path().join(format!("c-{skip}.zarr")).to_str().unwrap());
-        let dims = [
-            tz_dimension {
-                name: std::ptr::null(),
-                size: 0,
-                tile: 2,
-                tiles_per_shard: 1,
-            },
-            tz_dimension {
-                name: std::ptr::null(),
-                size: 16,
-                tile: 4,
-                tiles_per_shard: 2,
-            },
-        ];
+        let dims = [c_dim(0, 2, 1), c_dim(16, 4, 2)];
         let mut c = std::mem::MaybeUninit::<tz_config>::uninit();
         assert_eq!(tz_config_init(c.as_mut_ptr()), 0);
         let mut c = unsafe { c.assume_init() };

@@ -251,20 +251,7 @@ fn bad_options_are_refused_naming_the_field() {
     let mut c = std::mem::MaybeUninit::<tz_config>::uninit();
     assert_eq!(tz_config_init(c.as_mut_ptr()), 0);
     let mut c = unsafe { c.assume_init() };
-    let dims = [
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 0,
-            tile: 2,
-            tiles_per_shard: 1,
-        },
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 64,
-            tile: 32,
-            tiles_per_shard: 2,
-        },
-    ];
+    let dims = [c_dim(0, 2, 1), c_dim(64, 32, 2)];
     c.rank = 2;
     c.dimensions = dims.as_ptr();
     c.sink = Some(collect);

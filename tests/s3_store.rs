@@ -5,10 +5,12 @@
 //! TZ_S3FS_BIN) the tests that need one are skipped with a loud message;
 //! scripts/test.sh always provides one and checks that they ran.
 
+mod common;
 #[path = "s3/server.rs"]
 mod server;
 mod support;
 
+use common::c_dim;
 use server::Server;
 use std::path::Path;
 use std::time::{Duration, Instant};

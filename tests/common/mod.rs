@@ -8,6 +8,16 @@ use std::ffi::{c_void, CStr, CString};
 use std::sync::Mutex;
 use tiledzarr::ffi::*;
 
+/// An unnamed dimension of a `tz_config`.
+pub fn c_dim(size: u64, tile: u64, tiles_per_shard: u64) -> tz_dimension {
+    tz_dimension {
+        name: std::ptr::null(),
+        size,
+        tile,
+        tiles_per_shard,
+    }
+}
+
 /// Shards received by the collecting callback: coordinate -> shard file bytes.
 #[derive(Default)]
 pub struct Collected {

@@ -14,20 +14,7 @@ fn c_api_store_path_url_and_upload_metrics() {
             .to_string_lossy()
             .into_owned()
     };
-    let dims = [
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 0,
-            tile: 2,
-            tiles_per_shard: 1,
-        },
-        tz_dimension {
-            name: std::ptr::null(),
-            size: 16,
-            tile: 8,
-            tiles_per_shard: 2,
-        },
-    ];
+    let dims = [c_dim(0, 2, 1), c_dim(16, 8, 2)];
     let mut cfg = std::mem::MaybeUninit::<tz_config>::uninit();
     assert_eq!(tz_config_init(cfg.as_mut_ptr()), 0);
     let mut cfg = unsafe { cfg.assume_init() };
