@@ -82,29 +82,18 @@ fn bad_new_fields_are_refused_naming_them_and_write_nothing() {
     c.img.multiscale_levels = 40;
     refused(&mut c, &path, &["multiscale.levels"]);
 
-    // Pyramid settings without a pyramid, a name without an image.
+    // Pyramid settings without a pyramid, a name without an image: each
+    // case clears what the one before it was refused for, so that the
+    // next field is the one named.
     let mut c = fresh();
     c.img.multiscale = 0;
     refused(&mut c, &path, &["image.multiscale_levels", "multiscale"]);
-
-    let mut c = fresh();
-    c.img.multiscale = 0;
     c.img.multiscale_levels = 0;
     c.img.multiscale_method = tz_downsample_method::TZ_DOWNSAMPLE_MEDIAN as u32;
     refused(&mut c, &path, &["image.multiscale_method"]);
-
-    let mut c = fresh();
-    c.img.multiscale = 0;
-    c.img.multiscale_levels = 0;
     c.img.multiscale_method = 0;
     c.img.ome = 0;
     refused(&mut c, &path, &["image.ome_name"]);
-
-    let mut c = fresh();
-    c.img.multiscale = 0;
-    c.img.multiscale_levels = 0;
-    c.img.multiscale_method = 0;
-    c.img.ome = 0;
     c.img.ome_name = std::ptr::null();
     refused(&mut c, &path, &["image.omero_json", "ome"]);
 

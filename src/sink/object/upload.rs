@@ -120,9 +120,10 @@ impl Uploads {
         // a failed stream's flush still returns within the bound it states.
         let deadline = Instant::now() + self.bounds.wind_down;
         // When the store failed first, nothing is checked, only cleaned.
-        let landed = match self.stop.is_cancelled() {
-            true => Some(false),
-            false => self.landed(key, size, deadline).await,
+        let landed = if self.stop.is_cancelled() {
+            Some(false)
+        } else {
+            self.landed(key, size, deadline).await
         };
         match landed {
             Some(true) => return Ok(()),
