@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import check_ome
+import ome_spec
 import ome_self_test
 from check_arrays import (
     Layout, check, check_manifest, dig, level0_shape, load_layout, run_models, run_reader,
@@ -40,7 +41,7 @@ def _write_layout(d, cfg, n_elems, seed=0):
             else r.integers(0, np.iinfo(dtype).max, size=n, dtype=dtype, endpoint=True)
         raw = os.path.join(raw_dir, "%d.raw" % i)
         data.astype(dtype.newbyteorder("<")).tofile(raw)
-        check_ome._write_store(os.path.join(store, *entry["key"].split("/")), check_ome.Spec(entry), raw)
+        check_ome._write_store(os.path.join(store, *entry["key"].split("/")), ome_spec.Spec(entry), raw)
     for rel, _, attrs in Layout(cfg).groups():
         zarr.create_group(store=os.path.join(store, rel), zarr_format=3, attributes=attrs or {})
     return store, cfg_path, raw_dir

@@ -75,6 +75,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_ome  # noqa: E402
+import ome_spec  # noqa: E402
 from check_store import CheckError, Mismatch, fmt_shape  # noqa: E402
 
 OME_VERSION = check_ome.OME_VERSION
@@ -115,7 +116,7 @@ class Layout:
                  "%s: arrays[%d]: key %r is not a relative path" % (where, i, key))
             need(key not in self.keys, "%s: arrays[%d]: key %r given twice" % (where, i, key))
             self.keys.append(key)
-            self.specs.append(check_ome.Spec(entry, "%s arrays[%d] (%s)" % (where, i, key)))
+            self.specs.append(ome_spec.Spec(entry, "%s arrays[%d] (%s)" % (where, i, key)))
         prefixes = {k.rsplit("/", n)[0] for k in self.keys for n in range(1, k.count("/") + 1)}
         need(not prefixes & set(self.keys), "%s: arrays inside other arrays: %s"
              % (where, sorted(prefixes & set(self.keys))))

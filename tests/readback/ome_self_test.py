@@ -20,10 +20,11 @@ import time
 import numpy as np
 
 from check_ome import (
-    METHODS, READERS, Spec, _write_store, check_manifest, check_store, compare_level,
-    downsample_once, level_shape, load_config, load_level0, read_json, reference_pyramid,
-    run_ome_zarr_reader, run_validator, uint_bits,
+    READERS, _write_store, check_manifest, check_store, compare_level, load_level0, read_json,
+    reference_pyramid, run_ome_zarr_reader, run_validator, uint_bits,
 )
+from ome_pyramid import downsample_once, level_shape
+from ome_spec import METHODS, Spec, load_config
 from check_store import DTYPES, Mismatch
 
 

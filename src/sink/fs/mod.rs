@@ -13,6 +13,7 @@
 
 mod files;
 mod flusher;
+mod folders;
 mod lock;
 mod ownership;
 mod recover;
@@ -31,6 +32,7 @@ use crate::platform::FileId;
 use crate::shard::Shard;
 use files::{sync_folder, write_atomically, write_shard};
 use flusher::Flusher;
+use folders::{create_folders, remove_empty_folders};
 use lock::StoreLock;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -273,22 +275,6 @@ impl FsStore {
         self.check_folder()
     }
 
-    /// The store folder must still be the one created: writing on into a
-    /// new folder at the same path would make a store without metadata.
-    fn check_folder(&self) -> Result<()> {
-        if self.identity.is_at(&self.root) {
-            return Ok(());
-        }
-        Err(Error::io(
-            "the store folder vanished or was replaced during the stream",
-            &self.root,
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the folder the stream created is no longer at this path",
-            ),
-        ))
-    }
-
     /// The path of `shard`'s file.
     fn shard_key(&self, shard: &Shard<'_>) -> PathBuf {
         let mut key = self
@@ -316,36 +302,6 @@ impl FsStore {
             }
         }
         gone
-    }
-
-    /// Creates the folder a shard's file goes in.
-    fn create_folder_of(&mut self, key: &Path) -> Result<()> {
-        match key.parent() {
-            Some(folder) => self.create_shard_folder(folder),
-            None => Ok(()),
-        }
-    }
-
-    /// Creates the folders of a shard key below the store folder (never
-    /// the store folder itself: a vanished store must not be re-created).
-    fn create_shard_folder(&mut self, folder: &Path) -> Result<()> {
-        if folder == self.last_folder {
-            return Ok(());
-        }
-        let below = folder.strip_prefix(&self.root).unwrap_or(folder);
-        let mut at = self.root.clone();
-        for part in below.components() {
-            let parent = at.clone();
-            at.push(part);
-            match fs::create_dir(&at) {
-                Ok(()) if self.fsync => sync_folder(&parent)?,
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io("creating folder", &at, e)),
-            }
-        }
-        self.last_folder = folder.to_path_buf();
-        Ok(())
     }
 }
 
@@ -481,31 +437,6 @@ enum Update {
     WhenFree,
     /// At the end: it must land now.
     Now,
-}
-
-/// Creates `root` and any missing parents; returns the topmost folder it
-/// created.
-fn create_folders(root: &Path) -> Result<PathBuf> {
-    let mut top = root.to_path_buf();
-    while let Some(parent) = top.parent() {
-        if parent.as_os_str().is_empty() || parent.exists() {
-            break;
-        }
-        top = parent.to_path_buf();
-    }
-    fs::create_dir_all(root).map_err(|e| Error::io("creating store", root, e))?;
-    Ok(top)
-}
-
-/// Removes `root` and its parents up to `top`, each only if empty.
-fn remove_empty_folders(root: &Path, top: &Path) {
-    let mut at = Some(root);
-    while let Some(dir) = at {
-        if fs::remove_dir(dir).is_err() || dir == top {
-            break;
-        }
-        at = dir.parent();
-    }
 }
 
 #[cfg(test)]

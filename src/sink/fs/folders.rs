@@ -1,0 +1,82 @@
+//! The store's folders: the store folder that must stay the one created,
+//! the folders of shard keys below it, and the folders a failed create
+//! leaves as it found them.
+
+use super::files::sync_folder;
+use super::FsStore;
+use crate::error::{Error, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+impl FsStore {
+    /// The store folder must still be the one created: writing on into a
+    /// new folder at the same path would make a store without metadata.
+    pub(super) fn check_folder(&self) -> Result<()> {
+        if self.identity.is_at(&self.root) {
+            return Ok(());
+        }
+        Err(Error::io(
+            "the store folder vanished or was replaced during the stream",
+            &self.root,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the folder the stream created is no longer at this path",
+            ),
+        ))
+    }
+
+    /// Creates the folder a shard's file goes in.
+    pub(super) fn create_folder_of(&mut self, key: &Path) -> Result<()> {
+        match key.parent() {
+            Some(folder) => self.create_shard_folder(folder),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates the folders of a shard key below the store folder (never
+    /// the store folder itself: a vanished store must not be re-created).
+    pub(super) fn create_shard_folder(&mut self, folder: &Path) -> Result<()> {
+        if folder == self.last_folder {
+            return Ok(());
+        }
+        let below = folder.strip_prefix(&self.root).unwrap_or(folder);
+        let mut at = self.root.clone();
+        for part in below.components() {
+            let parent = at.clone();
+            at.push(part);
+            match fs::create_dir(&at) {
+                Ok(()) if self.fsync => sync_folder(&parent)?,
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("creating folder", &at, e)),
+            }
+        }
+        self.last_folder = folder.to_path_buf();
+        Ok(())
+    }
+}
+
+/// Creates `root` and any missing parents; returns the topmost folder it
+/// created.
+pub(super) fn create_folders(root: &Path) -> Result<PathBuf> {
+    let mut top = root.to_path_buf();
+    while let Some(parent) = top.parent() {
+        if parent.as_os_str().is_empty() || parent.exists() {
+            break;
+        }
+        top = parent.to_path_buf();
+    }
+    fs::create_dir_all(root).map_err(|e| Error::io("creating store", root, e))?;
+    Ok(top)
+}
+
+/// Removes `root` and its parents up to `top`, each only if empty.
+pub(super) fn remove_empty_folders(root: &Path, top: &Path) {
+    let mut at = Some(root);
+    while let Some(dir) = at {
+        if fs::remove_dir(dir).is_err() || dir == top {
+            break;
+        }
+        at = dir.parent();
+    }
+}
