@@ -784,7 +784,9 @@ int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64
  * final. Terminal: later tz_write calls return `-TZ_ERR_FINISHED`; a second
  * tz_flush returns the first one's status again. A reservation still
  * outstanding (tz_reserve without tz_commit) is given up first: its bytes
- * are not part of the stream.
+ * are not part of the stream. A folder store's disk that answers nothing
+ * for `store.timeout_s` (default 60 s) ends the wait with `TZ_ERR_IO`
+ * (an object store's server: see its `timeout_s`).
  */
 int32_t tz_flush(struct tz_stream *s);
 
@@ -808,7 +810,9 @@ int32_t tz_set_attributes(struct tz_stream *s, const char *json);
  * Frees the stream. Without a prior tz_flush, delivery stops at once: the
  * sink call under way (if any) completes, no further shard is emitted, no
  * partial shard is written; shards already emitted stay, and a store's
- * zarr.json keeps the extent of the emitted shard rows. NULL is fine.
+ * zarr.json keeps the extent of the emitted shard rows; a sink call held
+ * by a folder store's disk that answers nothing for `store.timeout_s` is
+ * left to end on its own. NULL is fine.
  * Called from the stream's own sink callback it does nothing (the stream
  * stays open; tz_last_error says why).
  */

@@ -129,6 +129,34 @@ printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
 printf '[default]\nregion = %s\n' "$AWS_REGION" >"$work/aws-config"
 export AWS_SHARED_CREDENTIALS_FILE="$work/aws-credentials" AWS_CONFIG_FILE="$work/aws-config"
 
+# The disk-stall test (tests/disk_stall.rs) mounts a FUSE file system
+# served by Debian's Python with fusepy; where no FUSE mount can be made
+# (no /dev/fuse, no right to mount) it is skipped, and this says why.
+fuse_mount_works() {
+    local d pid ok=1
+    d=$(mktemp -d)
+    mkdir "$d/backing" "$d/mount"
+    /usr/bin/python3 tests/disk/stall_fs.py "$d/backing" "$d/mount" "$d/gate" >"$d/out" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        grep -qx mounted "$d/out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -qx mounted "$d/out" && ok=0
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    umount -l "$d/mount" 2>/dev/null || true
+    [[ $ok -eq 0 ]] || cat "$d/out" >&2
+    rm -rf "$d"
+    return $ok
+}
+if fuse_mount_works; then
+    export TZ_STALL_FS_PYTHON=/usr/bin/python3 TZ_DISK_TESTS_RAN="$work/disk-tests-ran"
+else
+    echo "no FUSE mount can be made here: tests/disk_stall.rs is skipped" >&2
+fi
+
 step "cargo test"
 export TZ_S3_TESTS_RAN="$work/s3-tests-ran"
 # The Python binding has no Rust tests (it links against the interpreter
@@ -142,6 +170,10 @@ cargo test --release --workspace --exclude tiledzarr-python --exclude tiledzarr-
 s3_ran=$(sort -u "$TZ_S3_TESTS_RAN" 2>/dev/null | wc -l)
 if [[ $s3_ran -lt 10 ]]; then
     echo "expected 10 object store tests to run against the S3 servers, $s3_ran did" >&2
+    exit 1
+fi
+if [[ -n ${TZ_DISK_TESTS_RAN:-} && ! -s $TZ_DISK_TESTS_RAN ]]; then
+    echo "a FUSE mount works here, but the disk-stall test did not run" >&2
     exit 1
 fi
 

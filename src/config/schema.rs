@@ -385,10 +385,13 @@ pub struct Store {
     /// profile's region, else `us-east-1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
-    /// The longest one request to the object store may take, its retries
-    /// included, in seconds (1 to 3600; default 60): past it the request
-    /// fails and the stream is poisoned, so that no wait on a server that
-    /// is gone or never answers lasts longer.
+    /// How long the store waits for an answer, in seconds (1 to 3600;
+    /// default 60). An object store: the longest one request may take, its
+    /// retries included; past it the request fails and the stream is
+    /// poisoned, so that no wait on a server that is gone or never answers
+    /// lasts longer. A folder: how long the flush and destroy wait while no
+    /// write, flush or rename on its disk returns (a hung network mount, a
+    /// failing drive); then the stream is poisoned and they return.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
     /// Replace an existing store: only a store whose every file (or object)

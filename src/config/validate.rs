@@ -174,6 +174,12 @@ fn check_max_latency(ms: Option<u64>) -> Result<std::time::Duration, ConfigError
 /// A store is a folder or an object store URL, not both.
 fn check_store(store: &Store) -> Result<(), ConfigError> {
     let has_path = !store.path.as_os_str().is_empty();
+    if let Some(t) = store.timeout_s.filter(|t| !(1..=3600).contains(t)) {
+        return Err(ConfigError::new(
+            "store.timeout_s",
+            format!("must be 1 to 3600 seconds, got {t}"),
+        ));
+    }
     match &store.url {
         None if !has_path => Err(ConfigError::new(
             "store.path",
@@ -196,7 +202,6 @@ fn check_store(store: &Store) -> Result<(), ConfigError> {
             let object_only = [
                 ("endpoint", store.endpoint.is_some()),
                 ("region", store.region.is_some()),
-                ("timeout_s", store.timeout_s.is_some()),
             ];
             if let Some((field, _)) = object_only.iter().find(|(_, given)| *given) {
                 return Err(ConfigError::new(
@@ -217,12 +222,6 @@ fn check_store(store: &Store) -> Result<(), ConfigError> {
             }
             if store.region.as_deref() == Some("") {
                 return Err(ConfigError::new("store.region", "must not be empty"));
-            }
-            if let Some(t) = store.timeout_s.filter(|t| !(1..=3600).contains(t)) {
-                return Err(ConfigError::new(
-                    "store.timeout_s",
-                    format!("must be 1 to 3600 seconds, got {t}"),
-                ));
             }
             Ok(())
         }
@@ -446,6 +445,15 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_store_takes_a_timeout() {
+        let json = format!(
+            r#"{{"dtype": "uint8", {DIMS}, "store": {{"path": "s.zarr", "timeout_s": 5}}}}"#
+        );
+        let v = Config::from_json(&json).unwrap().validate().unwrap();
+        assert_eq!(v.config.store.unwrap().timeout_s, Some(5));
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             (r#"{"dtype": "uint16", "dimensions": [], "bogus": 1}"#.to_string(), "bogus"),
@@ -463,6 +471,8 @@ mod tests {
             (r#"{"dtype": "uint8", "dimensions": []}"#.into(), "dimensions"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "staging_bytes": 1}}"#), "staging_bytes"),
             (format!(r#"{{"dtype": "uint8", {DIMS}, "threads": 5000}}"#), "threads"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "store": {{"path": "s.zarr", "timeout_s": 0}}}}"#), "store.timeout_s"),
+            (format!(r#"{{"dtype": "uint8", {DIMS}, "store": {{"url": "s3://b/p", "timeout_s": 3601}}}}"#), "store.timeout_s"),
             (r#"{"dtype": "uint8", "#.into(), "json"),
             (r#"{"dimensions": []}"#.into(), "config"),
         ];

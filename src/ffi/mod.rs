@@ -317,7 +317,9 @@ fn write_impl(
 /// final. Terminal: later tz_write calls return `-TZ_ERR_FINISHED`; a second
 /// tz_flush returns the first one's status again. A reservation still
 /// outstanding (tz_reserve without tz_commit) is given up first: its bytes
-/// are not part of the stream.
+/// are not part of the stream. A folder store's disk that answers nothing
+/// for `store.timeout_s` (default 60 s) ends the wait with `TZ_ERR_IO`
+/// (an object store's server: see its `timeout_s`).
 #[no_mangle]
 pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
     with_open("tz_flush", s, status_of, |open| {
@@ -366,7 +368,9 @@ pub extern "C" fn tz_set_attributes(s: *mut tz_stream, json: *const c_char) -> i
 /// Frees the stream. Without a prior tz_flush, delivery stops at once: the
 /// sink call under way (if any) completes, no further shard is emitted, no
 /// partial shard is written; shards already emitted stay, and a store's
-/// zarr.json keeps the extent of the emitted shard rows. NULL is fine.
+/// zarr.json keeps the extent of the emitted shard rows; a sink call held
+/// by a folder store's disk that answers nothing for `store.timeout_s` is
+/// left to end on its own. NULL is fine.
 /// Called from the stream's own sink callback it does nothing (the stream
 /// stays open; tz_last_error says why).
 #[no_mangle]

@@ -11,6 +11,7 @@ mod batches;
 mod delivery;
 mod handles;
 mod intake;
+mod join;
 mod lanes;
 mod latency;
 mod pyramid;
@@ -24,7 +25,7 @@ pub use crate::metrics::{Metrics, Snapshot, Stage};
 use crate::backend::{Backend, BackendKind};
 use crate::config::{ArraysConfig, Config, Plan, StreamConfig, Validated};
 use crate::error::{Error, Result};
-use crate::sink::{FsStore, S3Store, ShardSink, Tee};
+use crate::sink::{FsStore, S3Store, ShardSink, StallWatch, Tee};
 pub use handles::{Reservation, StreamStats};
 use intake::Intake;
 pub use intake::Lease;
@@ -68,6 +69,9 @@ pub struct Stream {
     /// with the stream (a store tries then once more what it could not
     /// finish: aborting uploads on a server that is back).
     _retired_sink: Receiver<Box<dyn ShardSink>>,
+    /// Whether the store's disk still answers: the flush and destroy wait
+    /// for the threads no longer than its bound once it does not.
+    stall: Option<Arc<StallWatch>>,
 }
 
 /// What a finished stream did.
@@ -140,7 +144,10 @@ impl Stream {
             1 => sinks.pop().expect("one sink"),
             _ => Box::new(Tee(sinks)),
         };
-        parts.start(sink)
+        let stall = sink.stall_watch();
+        let mut stream = parts.start(sink)?;
+        stream.stall = stall;
+        Ok(stream)
     }
 
     /// Array 0's validated configuration.
@@ -370,12 +377,8 @@ impl Stream {
                 .collect();
             let _ = jobs.send(Job::Finish { planes });
         }
-        for t in self.threads.drain(..) {
-            if t.join().is_err() {
-                self.shared
-                    .poison(Error::Internal("a pipeline thread panicked".into()));
-            }
-        }
+        let threads = std::mem::take(&mut self.threads);
+        join::join_threads(&self.shared, threads, self.stall.as_deref());
         self.shared.check()?;
         let sel = &self.shared.selection;
         Ok(Summary {
@@ -429,7 +432,9 @@ impl Stream {
     fn stop(&mut self) {
         self.shared.cancel.store(true, Relaxed);
         self.intake.lock().abandon();
-        for t in self.threads.drain(..).chain(self.timer.take()) {
+        let threads = std::mem::take(&mut self.threads);
+        join::join_threads(&self.shared, threads, self.stall.as_deref());
+        if let Some(t) = self.timer.take() {
             let _ = t.join();
         }
     }

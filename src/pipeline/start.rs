@@ -338,6 +338,7 @@ impl Parts {
             threads,
             timer: Some(timer),
             finished: None,
+            stall: None,
         })
     }
 }

@@ -6,12 +6,14 @@ mod attributes;
 mod fs;
 mod images;
 mod object;
+mod stall;
 
 pub use attributes::SharedAttributes;
 #[doc(hidden)]
 pub use fs::sync_calls as fs_sync_calls;
 pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
 pub use object::S3Store;
+pub use stall::StallWatch;
 
 use crate::error::{Error, Result};
 use crate::metadata::Document;
@@ -42,6 +44,10 @@ pub trait ShardProgress: Sync {
     /// After each shard is written.
     fn written(&self, shard: &Shard<'_>);
 }
+
+/// `store.timeout_s` when the configuration does not give it: how long a
+/// store waits on its server, or on its disk, for an answer.
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
 
 /// How often the delivery thread calls [`ShardSink::tick`], epochs coming
 /// or not.
@@ -111,6 +117,14 @@ pub trait ShardSink: Send {
     fn has_work_left(&self) -> bool {
         false
     }
+
+    /// A store that waits on a disk: how the stream sees whether the disk
+    /// still answers, so that its flush and destroy give up on one that
+    /// stalls (see [`StallWatch`]). A sink whose every wait has a bound of
+    /// its own (an object store), or that runs the caller's code, has none.
+    fn stall_watch(&self) -> Option<Arc<StallWatch>> {
+        None
+    }
 }
 
 /// Drops every shard: measures the pipeline without the disk.
@@ -165,6 +179,9 @@ impl ShardSink for Tee {
     }
     fn has_work_left(&self) -> bool {
         self.0.iter().any(|s| s.has_work_left())
+    }
+    fn stall_watch(&self) -> Option<Arc<StallWatch>> {
+        self.0.iter().find_map(|s| s.stall_watch())
     }
 }
 

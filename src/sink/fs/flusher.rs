@@ -14,6 +14,7 @@
 use super::files::{put_in_place, sync_folder};
 use super::PATIENCE;
 use crate::error::{Error, Result};
+use crate::sink::StallWatch;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
 use std::fs;
@@ -55,7 +56,8 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    pub fn new() -> Result<Flusher> {
+    /// `watch` hears of each file flushed.
+    pub fn new(watch: Arc<StallWatch>) -> Result<Flusher> {
         let (jobs, queue) = sync_channel::<Job>(IN_FLIGHT - THREADS);
         let queue = Arc::new(Mutex::new(queue));
         let state: Shared = Arc::default();
@@ -65,10 +67,10 @@ impl Flusher {
             threads: Vec::with_capacity(THREADS),
         };
         for i in 0..THREADS {
-            let (queue, state) = (queue.clone(), state.clone());
+            let (queue, state, watch) = (queue.clone(), state.clone(), watch.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("tz-fsync-{i}"))
-                .spawn(move || run(&queue, &state))
+                .spawn(move || run(&queue, &state, &watch))
                 .map_err(|e| Error::Internal(format!("starting the store's flush threads: {e}")))?;
             flusher.threads.push(thread);
         }
@@ -136,7 +138,7 @@ impl Drop for Flusher {
 }
 
 /// A flush thread: takes jobs until the store lets go of the queue.
-fn run(queue: &Mutex<Receiver<Job>>, state: &Shared) {
+fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch) {
     loop {
         let job = match queue.lock().recv() {
             Ok(job) => job,
@@ -145,6 +147,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared) {
         // A panic here would leave the row's wait waiting for ever.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flush(job)))
             .unwrap_or_else(|_| Err(Error::Internal("a store flush thread panicked".into())));
+        watch.answered();
         let (mutex, ended) = &**state;
         let mut s = mutex.lock();
         match result {
@@ -172,6 +175,11 @@ fn flush(job: Job) -> Result<Option<PathBuf>> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::time::Duration;
+
+    fn watch() -> Arc<StallWatch> {
+        Arc::new(StallWatch::new(Duration::from_secs(60), PathBuf::new()))
+    }
 
     fn written(dir: &Path, name: &str, bytes: &[u8]) -> (fs::File, PathBuf, PathBuf) {
         let path = dir.join(name);
@@ -184,7 +192,7 @@ mod tests {
     #[test]
     fn every_file_handed_on_is_in_place_after_the_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new().unwrap();
+        let flusher = Flusher::new(watch()).unwrap();
         // More than are ever in flight: submit waits for room.
         for i in 0..3 * IN_FLIGHT {
             let (f, tmp, path) = written(dir.path(), &i.to_string(), &[i as u8; 1000]);
@@ -205,7 +213,7 @@ mod tests {
     #[test]
     fn a_failed_rename_is_reported_and_its_temporary_file_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new().unwrap();
+        let flusher = Flusher::new(watch()).unwrap();
         let (f, tmp, _) = written(dir.path(), "a", b"shard");
         let nowhere = dir.path().join("gone").join("a");
         flusher.submit(f, tmp.clone(), nowhere).unwrap();
@@ -223,7 +231,7 @@ mod tests {
     #[test]
     fn a_failure_refuses_the_next_file_and_stays_for_the_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new().unwrap();
+        let flusher = Flusher::new(watch()).unwrap();
         let (f, tmp, _) = written(dir.path(), "a", b"shard");
         flusher
             .submit(f, tmp, dir.path().join("gone").join("a"))
@@ -243,7 +251,7 @@ mod tests {
     #[test]
     fn dropping_it_finishes_the_files_handed_on() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new().unwrap();
+        let flusher = Flusher::new(watch()).unwrap();
         let (f, tmp, path) = written(dir.path(), "a", b"shard");
         flusher.submit(f, tmp, path.clone()).unwrap();
         drop(flusher);

@@ -23,7 +23,7 @@ pub use lock::LOCK_FILE;
 pub use recover::{recover, Recovery};
 
 use super::images::Images;
-use super::{ShardProgress, ShardSink, SharedAttributes, StreamHooks};
+use super::{ShardProgress, ShardSink, SharedAttributes, StallWatch, StreamHooks};
 use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::memory::try_reserve;
@@ -77,6 +77,9 @@ pub struct FsStore {
     flusher: Option<Flusher>,
     /// Writes the shards of a row on threads of its own.
     writers: Writers,
+    /// Each call into the store and each answer of its disk, for the
+    /// stream to give up on a disk that stalls.
+    watch: Arc<StallWatch>,
     /// The arrays, and each level's dimension-0 extent last written to
     /// its `zarr.json`.
     images: Images,
@@ -95,8 +98,19 @@ pub struct FsStore {
     /// When the extents last moved (none yet: the first row's moves at
     /// once).
     extents_moved: Option<Instant>,
-    // Last: released once everything above is done.
-    _lock: StoreLock,
+    /// Released last, once everything above is done (see `drop`).
+    lock: Option<StoreLock>,
+}
+
+impl Drop for FsStore {
+    /// The flush threads end and the lock goes inside a call: on a disk
+    /// that stalls they wait on it, and the stream must see that.
+    fn drop(&mut self) {
+        let watch = self.watch.clone();
+        let _call = watch.call();
+        self.flusher = None;
+        self.lock = None;
+    }
 }
 
 impl FsStore {
@@ -157,12 +171,27 @@ impl FsStore {
         let identity = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
         let mut images = Images::new(plan);
         let docs = images.take_initial();
+        let timeout_s = plan
+            .shared()
+            .config
+            .store
+            .as_ref()
+            .and_then(|s| s.timeout_s);
+        let watch = Arc::new(StallWatch::new(
+            Duration::from_secs(timeout_s.unwrap_or(super::DEFAULT_TIMEOUT_S)),
+            root.to_path_buf(),
+        ));
         let mut s = FsStore {
             root: root.to_path_buf(),
             identity,
             fsync,
-            flusher: if fsync { Some(Flusher::new()?) } else { None },
+            flusher: if fsync {
+                Some(Flusher::new(watch.clone())?)
+            } else {
+                None
+            },
             writers: Writers::default(),
+            watch,
             images,
             attributes: Arc::new(SharedAttributes::new(
                 plan.shared().image.attributes.clone(),
@@ -172,7 +201,7 @@ impl FsStore {
             metadata_patience: PATIENCE,
             extents_due: Vec::new(),
             extents_moved: None,
-            _lock: lock,
+            lock: Some(lock),
         };
         if let Err(e) = docs.iter().try_for_each(|d| s.write_document(d)) {
             // What this call wrote goes again: the store is left empty.
@@ -252,6 +281,8 @@ impl FsStore {
     /// refusal would leave a reader that holds the file most of the time
     /// (Windows) an extent that never moves.
     fn move_extents(&mut self) -> Result<()> {
+        let watch = self.watch.clone();
+        let _call = watch.call();
         self.wait_for_shards()?;
         let mut due = std::mem::take(&mut self.extents_due);
         for &(array, level, planes) in &due {
@@ -307,6 +338,8 @@ impl FsStore {
 
 impl ShardSink for FsStore {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
+        let watch = self.watch.clone();
+        let _call = watch.call();
         self.check_folder()?;
         let key = self.shard_key(shard);
         let written = self
@@ -317,6 +350,8 @@ impl ShardSink for FsStore {
     }
 
     fn emit_rows(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
+        let watch = self.watch.clone();
+        let _call = watch.call();
         self.check_folder()?;
         // The keys and folders here (the shards of a row share a few
         // folders), the files on the store's threads.
@@ -332,6 +367,7 @@ impl ShardSink for FsStore {
         let write = |i: usize| -> Result<()> {
             progress.proceed()?;
             write_shard(&keys[i], &shards[i], flusher, fsync)?;
+            watch.answered();
             progress.written(&shards[i]);
             Ok(())
         };
@@ -362,7 +398,13 @@ impl ShardSink for FsStore {
         self.attributes = hooks.attributes.clone();
     }
 
+    fn stall_watch(&self) -> Option<Arc<StallWatch>> {
+        Some(self.watch.clone())
+    }
+
     fn documents(&mut self, docs: Vec<Document>) -> Result<()> {
+        let watch = self.watch.clone();
+        let _call = watch.call();
         // After the shards before them, as every document.
         self.wait_for_shards()?;
         docs.iter().try_for_each(|d| self.write_document(d))
@@ -417,6 +459,8 @@ impl ShardSink for FsStore {
     }
 
     fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
+        let watch = self.watch.clone();
+        let _call = watch.call();
         self.extents_due.clear(); // the final extents cover them
         self.wait_for_shards()?;
         for (a, levels) in planes.iter().enumerate() {

@@ -9,9 +9,6 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::{BackoffConfig, ClientOptions, RetryConfig};
 use std::time::Duration;
 
-/// `store.timeout_s` when the configuration does not give it.
-pub const DEFAULT_TIMEOUT_S: u64 = 60;
-
 /// How long the store waits on the server. Every wait on the network is
 /// one of these, so that a server that is gone, or that takes connections
 /// and never answers, ends the stream instead of hanging it.
@@ -32,7 +29,8 @@ pub struct Bounds {
 
 impl Bounds {
     pub fn new(timeout_s: Option<u64>) -> Bounds {
-        let request = Duration::from_secs(timeout_s.unwrap_or(DEFAULT_TIMEOUT_S).max(1));
+        let request =
+            Duration::from_secs(timeout_s.unwrap_or(crate::sink::DEFAULT_TIMEOUT_S).max(1));
         let short = request.min(Duration::from_secs(10));
         Bounds {
             request,

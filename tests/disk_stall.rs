@@ -1,0 +1,274 @@
+//! A folder store whose disk stalls, as a hung network mount or a failing
+//! drive does: the store lies on a FUSE file system
+//! (`tests/disk/stall_fs.py`, a real mount served by another process) that
+//! holds every call in the kernel while a gate file exists. With
+//! `store.timeout_s` 2, `tz_flush` and `tz_destroy` must return within the
+//! bound and a short wind-down, the flush with an I/O error naming the
+//! store; `tz_write` never waits; and once the disk answers again the
+//! stream's threads end, the store's lock goes with them, and every shard
+//! row in the store reads back as the frames written.
+//!
+//! Needs `TZ_STALL_FS_PYTHON`, a Python with fusepy (Debian:
+//! `/usr/bin/python3` with python3-fusepy), and the right to mount FUSE
+//! (root); without it the test says so and does nothing. The test command
+//! sets it where a FUSE mount works, and checks that the test ran.
+
+mod common;
+mod support;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tiledzarr::ffi::*;
+
+const OK: i32 = tz_status::TZ_OK as i32;
+const TIMEOUT_S: u64 = 2;
+/// What the flush and destroy may take beyond `TIMEOUT_S`: the watch's
+/// wind-down (0.25 s) and a loaded machine's slack.
+const SLACK: Duration = Duration::from_secs(4);
+/// How long a call may take before the test calls it hung: it then opens
+/// the gate, so that the test ends either way.
+const HUNG: Duration = Duration::from_secs(40);
+
+/// u16 planes of 64 x 48, a shard row of 4 planes (2 x 2 shards), sent
+/// on within 50 ms.
+fn json(store: &Path) -> String {
+    format!(
+        r#"{{"dtype": "uint16", "backend": "cpu", "max_latency_ms": 50, "dimensions": [
+            {{"size": 0, "tile": 4, "tiles_per_shard": 1}},
+            {{"size": 64, "tile": 16, "tiles_per_shard": 2}},
+            {{"size": 48, "tile": 16, "tiles_per_shard": 2}}],
+          "store": {{"path": {:?}, "timeout_s": {TIMEOUT_S}}}}}"#,
+        store.to_str().unwrap()
+    )
+}
+
+const PLANE_BYTES: usize = 64 * 48 * 2;
+const ROW_PLANES: usize = 4;
+
+fn planes(n: usize) -> Vec<u8> {
+    Rng(77).bytes(n * PLANE_BYTES)
+}
+
+/// The FUSE mount and its server; dropping it opens the gate and unmounts.
+struct StallFs {
+    server: Child,
+    backing: PathBuf,
+    mount: PathBuf,
+    gate: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl StallFs {
+    fn start(python: &str) -> StallFs {
+        let dir = tempfile::tempdir().unwrap();
+        let (backing, mount) = (dir.path().join("backing"), dir.path().join("mount"));
+        std::fs::create_dir(&backing).unwrap();
+        std::fs::create_dir(&mount).unwrap();
+        let gate = dir.path().join("gate");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/disk/stall_fs.py");
+        let mut server = Command::new(python)
+            .arg(&script)
+            .args([&backing, &mount, &gate])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the FUSE server");
+        let mut line = String::new();
+        BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let fs = StallFs {
+            server,
+            backing,
+            mount,
+            gate,
+            _dir: dir,
+        };
+        assert_eq!(line.trim(), "mounted", "the FUSE server did not mount");
+        fs
+    }
+
+    fn stall(&self) {
+        std::fs::write(&self.gate, b"").unwrap();
+    }
+
+    fn answer(&self) {
+        let _ = std::fs::remove_file(&self.gate);
+    }
+}
+
+impl Drop for StallFs {
+    fn drop(&mut self) {
+        self.answer();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.server.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.server.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
+
+/// Runs `call` on a thread of its own and returns its result and how long
+/// it took; one that hangs opens the gate and fails the test.
+fn timed<T: Send + 'static>(
+    fs: &StallFs,
+    what: &str,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> (T, Duration) {
+    let (tx, rx) = mpsc::channel();
+    let t0 = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(call());
+    });
+    match rx.recv_timeout(HUNG) {
+        Ok(v) => (v, t0.elapsed()),
+        Err(_) => {
+            fs.answer();
+            panic!("{what} had not returned {HUNG:?} after the disk stalled");
+        }
+    }
+}
+
+struct Stream(*mut tz_stream);
+// SAFETY: the C API lets one thread at a time use a stream; the test hands it over.
+unsafe impl Send for Stream {}
+
+fn shards_emitted(s: *mut tz_stream) -> u64 {
+    let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
+    assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
+    unsafe { m.assume_init() }.shards_emitted
+}
+
+/// Writes `rows` shard rows of `data` and waits until their shards are
+/// emitted (on the disk, its extent moved at most 0.1 s later).
+fn write_rows(s: *mut tz_stream, data: &[u8], rows: usize) {
+    let bytes = rows * ROW_PLANES * PLANE_BYTES;
+    write_in_pieces(s, &data[..bytes], &mut || PLANE_BYTES).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while shards_emitted(s) < 4 * rows as u64 {
+        assert!(Instant::now() < deadline, "rows not emitted");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// tz_write on a stalled disk: takes what staging holds, then says busy,
+/// and never waits.
+fn write_without_waiting(s: *mut tz_stream, data: &[u8]) {
+    for plane in data.chunks(PLANE_BYTES).take(40) {
+        let t0 = Instant::now();
+        let r = tz_write(s, plane.as_ptr().cast(), plane.len());
+        assert!(r >= 0, "tz_write on a stalled disk: {r}");
+        assert!(t0.elapsed() < Duration::from_secs(1), "tz_write waited");
+    }
+}
+
+/// Waits until the stream's threads let go of the store (its lock), then
+/// recovers it and checks every row it holds against `data`.
+fn check_store_after(backing_store: &Path, data: &[u8], at_least_rows: usize) {
+    let path = cstring(backing_store.to_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut report = std::mem::MaybeUninit::<tz_recovery>::zeroed();
+        if tz_recover(path.as_ptr(), report.as_mut_ptr()) == OK {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store's lock was not let go once the disk answered: {}",
+            last_error()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (shape, _, bytes) = support::decode::decode_store(backing_store).unwrap();
+    let planes = shape[0] as usize;
+    assert!(
+        planes >= at_least_rows * ROW_PLANES,
+        "{planes} planes in the store, {at_least_rows} rows were written before the stall"
+    );
+    assert_eq!(shape[1..], [64, 48]);
+    assert!(
+        bytes == data[..planes * PLANE_BYTES],
+        "the store's planes differ from the frames"
+    );
+}
+
+#[test]
+fn a_stalled_disk_bounds_the_flush_and_the_destroy() {
+    let Ok(python) = std::env::var("TZ_STALL_FS_PYTHON") else {
+        eprintln!("skipped: set TZ_STALL_FS_PYTHON to a Python with fusepy (FUSE mounts needed)");
+        return;
+    };
+    let fs = StallFs::start(&python);
+    let data = planes(64);
+
+    // The mount passes calls through: a whole stream on it, no stall.
+    let store = fs.mount.join("healthy.zarr");
+    let s = create_json(&json(&store), None).unwrap();
+    write_in_pieces(s, &data[..8 * PLANE_BYTES], &mut || PLANE_BYTES).unwrap();
+    assert_eq!(tz_flush(s), OK, "{}", stream_error(s));
+    tz_destroy(s);
+    check_store_after(&fs.backing.join("healthy.zarr"), &data, 2);
+
+    // The flush: an I/O error naming the store within the bound.
+    let store = fs.mount.join("flushed.zarr");
+    let s = create_json(&json(&store), None).unwrap();
+    write_rows(s, &data, 2);
+    fs.stall();
+    write_without_waiting(s, &data[2 * ROW_PLANES * PLANE_BYTES..]);
+    let stream = Stream(s);
+    let (rc, took) = timed(&fs, "tz_flush", move || {
+        let stream = stream;
+        (tz_flush(stream.0), stream_error(stream.0))
+    });
+    let (rc, message) = rc;
+    eprintln!("tz_flush on the stalled disk: {took:?}, {rc}: {message}");
+    assert_eq!(rc, tz_status::TZ_ERR_IO as i32, "{message}");
+    assert!(
+        message.contains("flushed.zarr") && message.contains("store.timeout_s"),
+        "{message}"
+    );
+    assert!(
+        took <= Duration::from_secs(TIMEOUT_S) + SLACK,
+        "tz_flush took {took:?} with timeout_s {TIMEOUT_S}"
+    );
+    let stream = Stream(s);
+    let ((), took) = timed(&fs, "tz_destroy after the flush", move || {
+        let stream = stream;
+        tz_destroy(stream.0)
+    });
+    assert!(took < SLACK, "tz_destroy took {took:?}");
+    fs.answer();
+    check_store_after(&fs.backing.join("flushed.zarr"), &data, 2);
+
+    // The destroy without a flush: within the bound as well.
+    let store = fs.mount.join("destroyed.zarr");
+    let s = create_json(&json(&store), None).unwrap();
+    write_rows(s, &data, 1);
+    fs.stall();
+    write_without_waiting(s, &data[ROW_PLANES * PLANE_BYTES..]);
+    let stream = Stream(s);
+    let ((), took) = timed(&fs, "tz_destroy", move || {
+        let stream = stream;
+        tz_destroy(stream.0)
+    });
+    eprintln!("tz_destroy on the stalled disk: {took:?}");
+    assert!(
+        took <= Duration::from_secs(TIMEOUT_S) + SLACK,
+        "tz_destroy took {took:?} with timeout_s {TIMEOUT_S}"
+    );
+    fs.answer();
+    check_store_after(&fs.backing.join("destroyed.zarr"), &data, 1);
+
+    if let Some(ran) = std::env::var_os("TZ_DISK_TESTS_RAN") {
+        std::fs::write(ran, "a_stalled_disk_bounds_the_flush_and_the_destroy\n").unwrap();
+    }
+}
