@@ -80,6 +80,7 @@ declare -A not_under_wine=(
     [hardening_store]="symlinks, RLIMIT_FSIZE children, kill -9"
     [hardening_fsync]="counts unix folder flushes"
     [memory_cgroup]="Linux cgroups"
+    [disk_stall]="mounts a Linux FUSE file system"
     [s3_store]="starts the Linux s3s-fs server"
     [s3_moto]="starts moto from the Linux venv"
     [s3_faults]="starts the Linux S3 servers"
