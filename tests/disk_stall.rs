@@ -142,26 +142,12 @@ fn timed<T: Send + 'static>(
     }
 }
 
-struct Stream(*mut tz_stream);
-// SAFETY: the C API lets one thread at a time use a stream; the test hands it over.
-unsafe impl Send for Stream {}
-
-fn shards_emitted(s: *mut tz_stream) -> u64 {
-    let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
-    assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
-    unsafe { m.assume_init() }.shards_emitted
-}
-
 /// Writes `rows` shard rows of `data` and waits until their shards are
 /// emitted (on the disk, its extent moved at most 0.1 s later).
 fn write_rows(s: *mut tz_stream, data: &[u8], rows: usize) {
     let bytes = rows * ROW_PLANES * PLANE_BYTES;
     write_in_pieces(s, &data[..bytes], &mut || PLANE_BYTES).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while shards_emitted(s) < 4 * rows as u64 {
-        assert!(Instant::now() < deadline, "rows not emitted");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_shards(s, 4 * rows as u64);
     std::thread::sleep(Duration::from_millis(300));
 }
 
@@ -229,10 +215,10 @@ fn a_stalled_disk_bounds_the_flush_and_the_destroy() {
     write_rows(s, &data, 2);
     fs.stall();
     write_without_waiting(s, &data[2 * ROW_PLANES * PLANE_BYTES..]);
-    let stream = Stream(s);
+    let handle = s as usize;
     let (rc, took) = timed(&fs, "tz_flush", move || {
-        let stream = stream;
-        (tz_flush(stream.0), stream_error(stream.0))
+        let s = handle as *mut tz_stream;
+        (tz_flush(s), stream_error(s))
     });
     let (rc, message) = rc;
     eprintln!("tz_flush on the stalled disk: {took:?}, {rc}: {message}");
@@ -245,10 +231,8 @@ fn a_stalled_disk_bounds_the_flush_and_the_destroy() {
         took <= Duration::from_secs(TIMEOUT_S) + SLACK,
         "tz_flush took {took:?} with timeout_s {TIMEOUT_S}"
     );
-    let stream = Stream(s);
     let ((), took) = timed(&fs, "tz_destroy after the flush", move || {
-        let stream = stream;
-        tz_destroy(stream.0)
+        tz_destroy(handle as *mut tz_stream)
     });
     assert!(took < SLACK, "tz_destroy took {took:?}");
     fs.answer();
@@ -260,10 +244,9 @@ fn a_stalled_disk_bounds_the_flush_and_the_destroy() {
     write_rows(s, &data, 1);
     fs.stall();
     write_without_waiting(s, &data[ROW_PLANES * PLANE_BYTES..]);
-    let stream = Stream(s);
+    let handle = s as usize;
     let ((), took) = timed(&fs, "tz_destroy", move || {
-        let stream = stream;
-        tz_destroy(stream.0)
+        tz_destroy(handle as *mut tz_stream)
     });
     eprintln!("tz_destroy on the stalled disk: {took:?}");
     assert!(

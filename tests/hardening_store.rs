@@ -226,20 +226,6 @@ fn a_failed_create_leaves_nothing_so_that_a_retry_succeeds() {
     assert_holds(&path, 4);
 }
 
-/// Waits until `s` has emitted at least `n` shards.
-fn wait_for_shards(s: *mut tz_stream, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
-        assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), OK);
-        if unsafe { m.assume_init() }.shards_emitted >= n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no shards emitted");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 #[test]
 fn a_store_folder_removed_or_replaced_during_the_stream_poisons_it() {
     for replace in [false, true] {

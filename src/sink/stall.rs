@@ -12,7 +12,7 @@
 use crate::error::Error;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A store's disk, as its threads last saw it answer.
@@ -50,10 +50,10 @@ impl StallWatch {
 
     /// Marks a call into the store until the guard is dropped: only while
     /// one is under way can the store be waiting on its disk.
-    pub fn call(&self) -> CallGuard<'_> {
+    pub fn call(self: &Arc<Self>) -> CallGuard {
         self.answered();
         self.calls.fetch_add(1, Relaxed);
-        CallGuard(self)
+        CallGuard(self.clone())
     }
 
     /// A disk operation returned (on any of the store's threads).
@@ -89,9 +89,9 @@ impl StallWatch {
 }
 
 /// A call into the store under way; see [`StallWatch::call`].
-pub struct CallGuard<'a>(&'a StallWatch);
+pub struct CallGuard(Arc<StallWatch>);
 
-impl Drop for CallGuard<'_> {
+impl Drop for CallGuard {
     fn drop(&mut self) {
         self.0.answered();
         self.0.calls.fetch_sub(1, Relaxed);
@@ -104,7 +104,10 @@ mod tests {
 
     #[test]
     fn stalled_only_in_a_call_past_the_bound_without_an_answer() {
-        let w = StallWatch::new(Duration::from_millis(200), PathBuf::from("s.zarr"));
+        let w = Arc::new(StallWatch::new(
+            Duration::from_millis(200),
+            PathBuf::from("s.zarr"),
+        ));
         std::thread::sleep(Duration::from_millis(300));
         assert!(w.stalled().is_none(), "no call under way");
         let call = w.call();

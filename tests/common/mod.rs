@@ -202,3 +202,17 @@ impl Rng {
 pub fn test_backend() -> String {
     std::env::var("TZ_TEST_BACKEND").unwrap_or_else(|_| "cpu".into())
 }
+
+/// Waits until `s` has emitted at least `n` shards (30 s at most).
+pub fn wait_for_shards(s: *mut tz_stream, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut m = std::mem::MaybeUninit::<tz_metrics>::uninit();
+        assert_eq!(tz_get_metrics(s, m.as_mut_ptr()), 0);
+        if unsafe { m.assume_init() }.shards_emitted >= n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shards emitted");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

@@ -106,8 +106,7 @@ impl Drop for FsStore {
     /// The flush threads end and the lock goes inside a call: on a disk
     /// that stalls they wait on it, and the stream must see that.
     fn drop(&mut self) {
-        let watch = self.watch.clone();
-        let _call = watch.call();
+        let _call = self.watch.call();
         self.flusher = None;
         self.lock = None;
     }
@@ -281,8 +280,7 @@ impl FsStore {
     /// refusal would leave a reader that holds the file most of the time
     /// (Windows) an extent that never moves.
     fn move_extents(&mut self) -> Result<()> {
-        let watch = self.watch.clone();
-        let _call = watch.call();
+        let _call = self.watch.call();
         self.wait_for_shards()?;
         let mut due = std::mem::take(&mut self.extents_due);
         for &(array, level, planes) in &due {
@@ -338,8 +336,7 @@ impl FsStore {
 
 impl ShardSink for FsStore {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
-        let watch = self.watch.clone();
-        let _call = watch.call();
+        let _call = self.watch.call();
         self.check_folder()?;
         let key = self.shard_key(shard);
         let written = self
@@ -350,8 +347,7 @@ impl ShardSink for FsStore {
     }
 
     fn emit_rows(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
-        let watch = self.watch.clone();
-        let _call = watch.call();
+        let _call = self.watch.call();
         self.check_folder()?;
         // The keys and folders here (the shards of a row share a few
         // folders), the files on the store's threads.
@@ -363,7 +359,7 @@ impl ShardSink for FsStore {
                 .map_err(|e| self.check_folder().err().unwrap_or(e))?;
             keys.push(key);
         }
-        let (flusher, fsync) = (self.flusher.as_ref(), self.fsync);
+        let (flusher, fsync, watch) = (self.flusher.as_ref(), self.fsync, &self.watch);
         let write = |i: usize| -> Result<()> {
             progress.proceed()?;
             write_shard(&keys[i], &shards[i], flusher, fsync)?;
@@ -403,8 +399,7 @@ impl ShardSink for FsStore {
     }
 
     fn documents(&mut self, docs: Vec<Document>) -> Result<()> {
-        let watch = self.watch.clone();
-        let _call = watch.call();
+        let _call = self.watch.call();
         // After the shards before them, as every document.
         self.wait_for_shards()?;
         docs.iter().try_for_each(|d| self.write_document(d))
@@ -459,8 +454,7 @@ impl ShardSink for FsStore {
     }
 
     fn finish(&mut self, planes: &[Vec<u64>]) -> Result<()> {
-        let watch = self.watch.clone();
-        let _call = watch.call();
+        let _call = self.watch.call();
         self.extents_due.clear(); // the final extents cover them
         self.wait_for_shards()?;
         for (a, levels) in planes.iter().enumerate() {
