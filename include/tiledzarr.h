@@ -716,7 +716,10 @@ int32_t tz_image_init_sized(struct tz_image *image, size_t struct_size);
 
 /**
  * Creates a stream from a `tz_config`. On success `*out` holds the stream;
- * on failure it is NULL and `tz_last_error()` says why.
+ * on failure it is NULL and `tz_last_error()` says why. A folder store
+ * whose disk answers nothing for `store.timeout_s` (default 60 s) while it
+ * is made fails with `TZ_ERR_IO`; what was made is removed once the disk
+ * answers.
  */
 int32_t tz_create(const struct tz_config *config, struct tz_stream **out);
 

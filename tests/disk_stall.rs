@@ -6,7 +6,9 @@
 //! bound and a short wind-down, the flush with an I/O error naming the
 //! store; `tz_write` never waits; and once the disk answers again the
 //! stream's threads end, the store's lock goes with them, and every shard
-//! row in the store reads back as the frames written.
+//! row in the store reads back as the frames written. `tz_create` on a disk
+//! already stalled fails within the bound too, and leaves no store once
+//! the disk answers.
 //!
 //! Needs `TZ_STALL_FS_PYTHON`, a Python with fusepy (Debian:
 //! `/usr/bin/python3` with python3-fusepy), and the right to mount FUSE
@@ -121,6 +123,20 @@ impl Drop for StallFs {
     }
 }
 
+/// The thread on which `tz_create` makes a folder store.
+const CREATE_THREAD: &str = "tz-store-create";
+
+/// How many of this process's threads have the name `name`.
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|t| {
+            let comm = t.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|c| c.trim_end() == name)
+        })
+        .count()
+}
+
 /// Runs `call` on a thread of its own and returns its result and how long
 /// it took; one that hangs opens the gate and fails the test.
 fn timed<T: Send + 'static>(
@@ -193,7 +209,7 @@ fn check_store_after(backing_store: &Path, data: &[u8], at_least_rows: usize) {
 }
 
 #[test]
-fn a_stalled_disk_bounds_the_flush_and_the_destroy() {
+fn a_stalled_disk_bounds_the_create_the_flush_and_the_destroy() {
     let Ok(python) = std::env::var("TZ_STALL_FS_PYTHON") else {
         eprintln!("skipped: set TZ_STALL_FS_PYTHON to a Python with fusepy (FUSE mounts needed)");
         return;
@@ -256,7 +272,51 @@ fn a_stalled_disk_bounds_the_flush_and_the_destroy() {
     fs.answer();
     check_store_after(&fs.backing.join("destroyed.zarr"), &data, 1);
 
+    // The create on a disk already stalled: an I/O error within the bound,
+    // and once the disk answers, nothing of the store is left.
+    fs.stall();
+    let store = fs.mount.join("created.zarr");
+    let text = json(&store);
+    let (made, took) = timed(&fs, "tz_create", move || {
+        create_json(&text, None).map(|s| s as usize)
+    });
+    eprintln!("tz_create on the stalled disk: {took:?}, {made:?}");
+    let (rc, message) = made.expect_err("tz_create on a stalled disk");
+    assert_eq!(
+        threads_named(CREATE_THREAD),
+        1,
+        "the create's thread waits on the disk"
+    );
+    assert_eq!(rc, tz_status::TZ_ERR_IO as i32, "{message}");
+    assert!(
+        message.contains("created.zarr") && message.contains("store.timeout_s"),
+        "{message}"
+    );
+    assert!(
+        took <= Duration::from_secs(TIMEOUT_S) + SLACK,
+        "tz_create took {took:?} with timeout_s {TIMEOUT_S}"
+    );
+    fs.answer();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while threads_named(CREATE_THREAD) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the create's thread did not end once the disk answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !fs.backing.join("created.zarr").exists(),
+        "the store made after the create gave up was not removed"
+    );
+    let s = create_json(&json(&store), None).expect("a create once the disk answers");
+    tz_destroy(s);
+
     if let Some(ran) = std::env::var_os("TZ_DISK_TESTS_RAN") {
-        std::fs::write(ran, "a_stalled_disk_bounds_the_flush_and_the_destroy\n").unwrap();
+        std::fs::write(
+            ran,
+            "a_stalled_disk_bounds_the_create_the_flush_and_the_destroy\n",
+        )
+        .unwrap();
     }
 }

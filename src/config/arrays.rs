@@ -24,6 +24,7 @@ use super::{
     BackendChoice, Codec, Config, ConfigError, DType, Dimension, FrameMetadata, IndexLocation,
     Multiscale, Ome, Store, Validated,
 };
+use crate::error::{Error, Result};
 use placement::{check_collection, check_keys, check_plate};
 use serde::{Deserialize, Serialize};
 
@@ -164,6 +165,13 @@ impl Plan {
     /// first array's.
     pub fn shared(&self) -> &Validated {
         &self.arrays[0]
+    }
+
+    /// The store the configuration names; an error for a stream that has
+    /// none (a callback only).
+    pub fn store(&self) -> Result<&Store> {
+        let store = self.shared().config.store.as_ref();
+        store.ok_or_else(|| Error::InvalidArgument("the configuration names no store".into()))
     }
 
     /// The index of the array with `key`.

@@ -132,7 +132,10 @@ pub extern "C" fn tz_image_init_sized(image: *mut tz_image, struct_size: usize) 
 }
 
 /// Creates a stream from a `tz_config`. On success `*out` holds the stream;
-/// on failure it is NULL and `tz_last_error()` says why.
+/// on failure it is NULL and `tz_last_error()` says why. A folder store
+/// whose disk answers nothing for `store.timeout_s` (default 60 s) while it
+/// is made fails with `TZ_ERR_IO`; what was made is removed once the disk
+/// answers.
 #[no_mangle]
 pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) -> i32 {
     create_image_impl("tz_create", config, std::ptr::null(), out)

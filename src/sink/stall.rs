@@ -9,10 +9,10 @@
 //! store has been in a call with no answer for its bound, and leave the
 //! thread to end whenever the disk lets it.
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A store's disk, as its threads last saw it answer.
@@ -70,21 +70,90 @@ impl StallWatch {
     /// than its bound without an answer from its disk; `None` while it
     /// answers (or is not waiting on it).
     pub fn stalled(&self) -> Option<Error> {
+        self.stalled_as(
+            "waiting for the disk of the store",
+            "the stream gave up on the disk; shards written before stay in place, the rest \
+             are lost, and the store's threads end once the disk answers",
+        )
+    }
+
+    /// [`Self::stalled`], saying what was under way and what follows.
+    fn stalled_as(&self, what: &'static str, outcome: &str) -> Option<Error> {
         if self.calls.load(Relaxed) == 0 {
             return None;
         }
         let silent = now_ms().saturating_sub(self.last_answer_ms.load(Relaxed));
         (silent > self.bound.as_millis() as u64).then(|| Error::Io {
-            what: "waiting for the disk of the store",
+            what,
             path: self.store.clone(),
             kind: std::io::ErrorKind::TimedOut,
             message: format!(
-                "no write, flush or rename returned for {} s (store.timeout_s): the stream \
-                 gave up on the disk; shards written before stay in place, the rest are lost, \
-                 and the store's threads end once the disk answers",
+                "no write, flush or rename returned for {} s (store.timeout_s): {outcome}",
                 self.bound.as_secs()
             ),
         })
+    }
+}
+
+/// Where [`create_bounded`]'s work stands, as its caller and its thread
+/// see it.
+enum Creation<T> {
+    Running,
+    Done(Result<T>),
+    /// The caller gave up on the disk: what the work makes is undone.
+    Abandoned,
+}
+
+/// How often a caller of [`create_bounded`] looks at the watch; a store
+/// made on a disk that answers wakes it at once.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// Makes a store on a thread of its own, inside a call of `watch`, and
+/// waits for it as long as its disk answers: on a disk that stalls, the
+/// caller (`tz_create`) gets an error after the watch's bound instead of
+/// waiting with the disk. A store the thread still makes after that goes
+/// to `undo`, on that thread, once the disk lets it finish.
+pub fn create_bounded<T: Send + 'static>(
+    watch: &Arc<StallWatch>,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+    undo: impl FnOnce(T) + Send + 'static,
+) -> Result<T> {
+    let state = Arc::new((Mutex::new(Creation::Running), Condvar::new()));
+    let (theirs, call) = (state.clone(), watch.call());
+    std::thread::Builder::new()
+        .name("tz-store-create".into())
+        .spawn(move || {
+            let made = work();
+            drop(call);
+            let (lock, done) = &*theirs;
+            let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if let Creation::Abandoned = &*at {
+                drop(at);
+                if let Ok(store) = made {
+                    undo(store);
+                }
+                return;
+            }
+            *at = Creation::Done(made);
+            done.notify_one();
+        })
+        .map_err(|e| Error::Internal(format!("starting the thread that creates the store: {e}")))?;
+    let (lock, done) = &*state;
+    let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Creation::Done(made) = std::mem::replace(&mut *at, Creation::Running) {
+            return made;
+        }
+        let outcome = "the store was not created; what the create wrote before the stall is \
+                       removed once the disk answers";
+        if let Some(e) = watch.stalled_as("creating the store", outcome) {
+            *at = Creation::Abandoned;
+            return Err(e);
+        }
+        at = done
+            .wait_timeout(at, LOOK_EVERY)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
@@ -121,5 +190,71 @@ mod tests {
         assert!(e.to_string().contains("s.zarr"), "{e}");
         drop(call);
         assert!(w.stalled().is_none(), "the call returned");
+    }
+
+    fn watch(ms: u64) -> Arc<StallWatch> {
+        Arc::new(StallWatch::new(
+            Duration::from_millis(ms),
+            PathBuf::from("s.zarr"),
+        ))
+    }
+
+    #[test]
+    fn a_creation_that_answers_is_waited_for_whatever_it_returns() {
+        let w = watch(100);
+        let undone = Arc::new(AtomicUsize::new(0));
+        let u = undone.clone();
+        let w2 = w.clone();
+        let slow = create_bounded(
+            &w,
+            move || {
+                // Three times the bound, answering all along.
+                for _ in 0..10 {
+                    std::thread::sleep(Duration::from_millis(30));
+                    w2.answered();
+                }
+                Ok(7)
+            },
+            move |_| {
+                u.fetch_add(1, Relaxed);
+            },
+        );
+        assert_eq!(slow.unwrap(), 7);
+        let refused = create_bounded(&w, || Err::<u8, _>(Error::Internal("no".into())), |_| {});
+        assert!(matches!(refused, Err(Error::Internal(_))));
+        assert_eq!(undone.load(Relaxed), 0);
+        assert!(w.stalled().is_none(), "no call left under way");
+    }
+
+    #[test]
+    fn a_creation_that_stalls_is_given_up_and_undone_when_it_ends() {
+        let w = watch(100);
+        let undone = Arc::new(AtomicUsize::new(0));
+        let u = undone.clone();
+        let gate = Arc::new(Mutex::new(()));
+        let g = gate.clone();
+        let held = gate.lock().unwrap();
+        let t0 = Instant::now();
+        let made = create_bounded(
+            &w,
+            move || {
+                // A disk that stalls: nothing returns until the gate opens.
+                drop(g.lock().unwrap_or_else(|e| e.into_inner()));
+                Ok(7)
+            },
+            move |seven| {
+                u.fetch_add(seven, Relaxed);
+            },
+        );
+        let e = made.expect_err("the disk stalled");
+        assert!(e.to_string().contains("creating the store"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert_eq!(undone.load(Relaxed), 0, "still stalled");
+        drop(held);
+        let t1 = Instant::now();
+        while undone.load(Relaxed) == 0 && t1.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(undone.load(Relaxed), 7, "the late store is undone");
     }
 }

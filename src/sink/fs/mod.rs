@@ -11,6 +11,7 @@
 //! an earlier store's own files, a failed create removes what it made, and a
 //! store folder that vanishes or is replaced poisons the stream.
 
+mod create;
 mod files;
 mod flusher;
 mod folders;
@@ -24,7 +25,6 @@ pub use recover::{recover, Recovery};
 
 use super::images::Images;
 use super::{ShardProgress, ShardSink, SharedAttributes, StallWatch, StreamHooks};
-use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::memory::try_reserve;
 use crate::metadata::Document;
@@ -32,7 +32,6 @@ use crate::platform::FileId;
 use crate::shard::Shard;
 use files::{sync_folder, write_atomically, write_shard};
 use flusher::Flusher;
-use folders::{create_folders, remove_empty_folders};
 use lock::StoreLock;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -113,109 +112,6 @@ impl Drop for FsStore {
 }
 
 impl FsStore {
-    /// Creates the store at the configured path. An existing path is
-    /// refused unless `overwrite` is set, and even then only a folder whose
-    /// every entry this library wrote is cleared (a symbolic link to such a
-    /// folder is followed). On failure nothing this call created remains.
-    pub fn create(plan: &Plan) -> Result<FsStore> {
-        let store = plan
-            .shared()
-            .config
-            .store
-            .as_ref()
-            .ok_or_else(|| Error::InvalidArgument("the configuration names no store".into()))?;
-        let root = store.path.clone();
-        let existed = match fs::metadata(&root) {
-            Ok(m) if m.is_dir() => true,
-            Ok(_) => {
-                return Err(Error::Exists {
-                    path: root,
-                    reason: "it is a file, not a folder; refusing to replace it".into(),
-                })
-            }
-            Err(_) if root.is_symlink() => {
-                return Err(Error::Exists {
-                    path: root,
-                    reason: "it is a symbolic link to nothing; refusing to replace it".into(),
-                })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => return Err(Error::io("reading", &root, e)),
-        };
-        if existed && !store.overwrite {
-            return Err(Error::Exists {
-                path: root,
-                reason: "refusing to write into it (set store.overwrite to replace it)".into(),
-            });
-        }
-        let created = if existed {
-            None
-        } else {
-            Some(create_folders(&root)?)
-        };
-        let result = FsStore::open(plan, &root, existed, store.fsync);
-        if let (Err(_), Some(top)) = (&result, created) {
-            // Only folders this call made, and only when empty again.
-            remove_empty_folders(&root, &top);
-        }
-        result
-    }
-
-    /// Locks the folder, clears an old store, writes every `zarr.json`.
-    fn open(plan: &Plan, root: &Path, existed: bool, fsync: bool) -> Result<FsStore> {
-        let lock = StoreLock::acquire(root)?;
-        if existed {
-            ownership::clear_old_store(root)?;
-        }
-        let identity = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
-        let mut images = Images::new(plan);
-        let docs = images.take_initial();
-        let timeout_s = plan
-            .shared()
-            .config
-            .store
-            .as_ref()
-            .and_then(|s| s.timeout_s);
-        let watch = Arc::new(StallWatch::new(
-            Duration::from_secs(timeout_s.unwrap_or(super::DEFAULT_TIMEOUT_S)),
-            root.to_path_buf(),
-        ));
-        let mut s = FsStore {
-            root: root.to_path_buf(),
-            identity,
-            fsync,
-            flusher: if fsync {
-                Some(Flusher::new(watch.clone())?)
-            } else {
-                None
-            },
-            writers: Writers::default(),
-            watch,
-            images,
-            attributes: Arc::new(SharedAttributes::new(
-                plan.shared().image.attributes.clone(),
-            )),
-            attributes_seen: 0,
-            last_folder: PathBuf::new(),
-            metadata_patience: PATIENCE,
-            extents_due: Vec::new(),
-            extents_moved: None,
-            lock: Some(lock),
-        };
-        if let Err(e) = docs.iter().try_for_each(|d| s.write_document(d)) {
-            // What this call wrote goes again: the store is left empty.
-            let _ = ownership::clear_old_store(root);
-            return Err(e);
-        }
-        if fsync {
-            // The store folder's own entry in its parent.
-            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
-                sync_folder(parent)?;
-            }
-        }
-        Ok(s)
-    }
-
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -8,6 +8,7 @@
 
 use super::lock::LOCK_FILE;
 use crate::error::{Error, Result};
+use crate::sink::StallWatch;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -28,10 +29,12 @@ enum Entry {
 
 /// Checks that everything under `root` was written by the library, then
 /// removes it (the lock file and `root` itself stay). Nothing is removed
-/// when anything is not ours.
-pub fn clear_old_store(root: &Path) -> Result<()> {
-    check_node(root, true)?;
-    remove_node(root, true)
+/// when anything is not ours. Each entry checked or removed tells `watch`
+/// that the disk answers: an old store of many files takes long on a slow
+/// disk without the disk stalling.
+pub fn clear_old_store(root: &Path, watch: &StallWatch) -> Result<()> {
+    check_node(root, true, watch)?;
+    remove_node(root, true, watch)
 }
 
 fn foreign(path: &Path, why: &str) -> Error {
@@ -107,11 +110,12 @@ fn check_metadata(path: &Path) -> Result<()> {
     }
 }
 
-fn check_node(dir: &Path, root: bool) -> Result<()> {
+fn check_node(dir: &Path, root: bool, w: &StallWatch) -> Result<()> {
     for (path, kind) in entries(dir)? {
+        w.answered();
         match classify(&path, kind, root)? {
-            Entry::Chunks => check_chunks(&path)?,
-            Entry::Node => check_node(&path, false)?,
+            Entry::Chunks => check_chunks(&path, w)?,
+            Entry::Node => check_node(&path, false, w)?,
             Entry::File | Entry::Lock => {}
         }
     }
@@ -119,11 +123,12 @@ fn check_node(dir: &Path, root: bool) -> Result<()> {
 }
 
 /// A `c/` tree holds folders and shard files named by coordinates only.
-fn check_chunks(dir: &Path) -> Result<()> {
+fn check_chunks(dir: &Path, w: &StallWatch) -> Result<()> {
     for (path, kind) in entries(dir)? {
+        w.answered();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if kind.is_dir() && is_coordinate(name) {
-            check_chunks(&path)?;
+            check_chunks(&path, w)?;
         } else if !(kind.is_file()
             && (is_coordinate(name) || name.strip_suffix(PARTIAL).is_some_and(is_coordinate)))
         {
@@ -135,29 +140,31 @@ fn check_chunks(dir: &Path) -> Result<()> {
 
 /// Removes what [`check_node`] accepted, entry by entry: something that
 /// appeared in between is left alone and reported.
-fn remove_node(dir: &Path, root: bool) -> Result<()> {
+fn remove_node(dir: &Path, root: bool, w: &StallWatch) -> Result<()> {
     for (path, kind) in entries(dir)? {
         match classify(&path, kind, root)? {
             Entry::File => remove_file(&path)?,
-            Entry::Chunks => remove_chunks(&path)?,
+            Entry::Chunks => remove_chunks(&path, w)?,
             Entry::Node => {
-                remove_node(&path, false)?;
+                remove_node(&path, false, w)?;
                 remove_dir(&path)?;
             }
             Entry::Lock => {}
         }
+        w.answered();
     }
     Ok(())
 }
 
-fn remove_chunks(dir: &Path) -> Result<()> {
-    check_chunks(dir)?;
+fn remove_chunks(dir: &Path, w: &StallWatch) -> Result<()> {
+    check_chunks(dir, w)?;
     for (path, kind) in entries(dir)? {
         if kind.is_dir() {
-            remove_chunks(&path)?;
+            remove_chunks(&path, w)?;
         } else {
             remove_file(&path)?;
         }
+        w.answered();
     }
     remove_dir(dir)
 }
@@ -192,6 +199,10 @@ pub fn remove_partials(dir: &Path) -> Result<u64> {
 mod tests {
     use super::*;
 
+    fn watch() -> StallWatch {
+        StallWatch::new(std::time::Duration::from_secs(60), "s.zarr".into())
+    }
+
     fn store(dir: &Path) {
         fs::write(
             dir.join("zarr.json"),
@@ -209,7 +220,7 @@ mod tests {
         store(dir.path());
         fs::create_dir(dir.path().join("1")).unwrap();
         store(&dir.path().join("1"));
-        clear_old_store(dir.path()).unwrap();
+        clear_old_store(dir.path(), &watch()).unwrap();
         assert!(dir.path().is_dir());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -239,7 +250,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             store(dir.path());
             add(dir.path());
-            let e = clear_old_store(dir.path()).unwrap_err();
+            let e = clear_old_store(dir.path(), &watch()).unwrap_err();
             assert!(matches!(e, Error::Exists { .. }), "{name}: {e}");
             // The message names the path as the system writes it.
             let native = name.replace('/', std::path::MAIN_SEPARATOR_STR);

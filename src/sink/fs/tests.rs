@@ -3,7 +3,7 @@
 //! after it, when the stream is given up and at the end.
 
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, Plan};
 
 /// A store for an unbounded array of 4 x 4 u8 planes, one plane per row.
 fn store(dir: &Path) -> FsStore {

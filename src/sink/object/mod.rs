@@ -91,12 +91,7 @@ impl S3Store {
     /// clears an old store when asked to, and writes `zarr.json`. Nothing
     /// is written when the check fails.
     pub fn create(plan: &Plan) -> Result<S3Store> {
-        let store = plan
-            .shared()
-            .config
-            .store
-            .as_ref()
-            .ok_or_else(|| Error::InvalidArgument("the configuration names no store".into()))?;
+        let store = plan.store()?;
         let url = store
             .url
             .as_deref()
