@@ -29,7 +29,8 @@
 #    release zip cross-built with MinGW-w64; the library's tests and the C API
 #    round trips under Wine; the C and C++ examples built with CMake against
 #    the zip's package, run under Wine, their stores read back on Linux
-#    (built in the background from step 5 on, tested last)
+#    (built in the background at idle priority from the set-up on, tested
+#    last)
 #
 # Set-up included: cmake, pkg-config and valgrind where missing
 # (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh), the
