@@ -844,7 +844,9 @@ const char *tz_status_string(int32_t status);
  * power cut): removes the `*.partial` files of writes cut short and, for an
  * array growing along an unbounded dimension 0, moves the extent in
  * zarr.json up to cover every complete shard row on disk. Refused while a
- * stream holds the store (TZ_ERR_EXISTS, naming its process). `out` may be
+ * stream holds the store (TZ_ERR_EXISTS, naming its process). A disk that
+ * answers nothing for 60 s (the default `store.timeout_s`) ends the call
+ * with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
  * NULL; otherwise it receives what was done.
  */
 int32_t tz_recover(const char *store_path, struct tz_recovery *out);

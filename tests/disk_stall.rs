@@ -8,7 +8,7 @@
 //! stream's threads end, the store's lock goes with them, and every shard
 //! row in the store reads back as the frames written. `tz_create` on a disk
 //! already stalled fails within the bound too, and leaves no store once
-//! the disk answers.
+//! the disk answers; `tz_recover` fails after the default bound (60 s).
 //!
 //! Needs `TZ_STALL_FS_PYTHON`, a Python with fusepy (Debian:
 //! `/usr/bin/python3` with python3-fusepy), and the right to mount FUSE
@@ -31,6 +31,10 @@ const TIMEOUT_S: u64 = 2;
 /// What the flush and destroy may take beyond `TIMEOUT_S`: the watch's
 /// wind-down (0.25 s) and a loaded machine's slack.
 const SLACK: Duration = Duration::from_secs(4);
+/// The bound of `tz_recover`: the library's default `store.timeout_s`.
+const RECOVERY_BOUND: Duration = Duration::from_secs(60);
+/// How long `tz_recover` may take before the test calls it hung.
+const RECOVERY_HUNG: Duration = Duration::from_secs(100);
 /// How long a call may take before the test calls it hung: it then opens
 /// the gate, so that the test ends either way.
 const HUNG: Duration = Duration::from_secs(40);
@@ -144,17 +148,40 @@ fn timed<T: Send + 'static>(
     what: &str,
     call: impl FnOnce() -> T + Send + 'static,
 ) -> (T, Duration) {
+    timed_for(fs, what, HUNG, call)
+}
+
+/// [`timed`], for a call that hangs after `hung`.
+fn timed_for<T: Send + 'static>(
+    fs: &StallFs,
+    what: &str,
+    hung: Duration,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> (T, Duration) {
     let (tx, rx) = mpsc::channel();
     let t0 = Instant::now();
     std::thread::spawn(move || {
         let _ = tx.send(call());
     });
-    match rx.recv_timeout(HUNG) {
+    match rx.recv_timeout(hung) {
         Ok(v) => (v, t0.elapsed()),
         Err(_) => {
             fs.answer();
-            panic!("{what} had not returned {HUNG:?} after the disk stalled");
+            panic!("{what} had not returned {hung:?} after the disk stalled");
         }
+    }
+}
+
+/// Waits until no thread of this process is named `name` (the work on
+/// the store that a call gave up on has ended).
+fn wait_for_threads(name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while threads_named(name) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not end once the disk answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -209,7 +236,7 @@ fn check_store_after(backing_store: &Path, data: &[u8], at_least_rows: usize) {
 }
 
 #[test]
-fn a_stalled_disk_bounds_the_create_the_flush_and_the_destroy() {
+fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
     let Ok(python) = std::env::var("TZ_STALL_FS_PYTHON") else {
         eprintln!("skipped: set TZ_STALL_FS_PYTHON to a Python with fusepy (FUSE mounts needed)");
         return;
@@ -297,14 +324,7 @@ fn a_stalled_disk_bounds_the_create_the_flush_and_the_destroy() {
         "tz_create took {took:?} with timeout_s {TIMEOUT_S}"
     );
     fs.answer();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while threads_named(CREATE_THREAD) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the create's thread did not end once the disk answered"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_threads(CREATE_THREAD);
     assert!(
         !fs.backing.join("created.zarr").exists(),
         "the store made after the create gave up was not removed"
@@ -312,10 +332,30 @@ fn a_stalled_disk_bounds_the_create_the_flush_and_the_destroy() {
     let s = create_json(&json(&store), None).expect("a create once the disk answers");
     tz_destroy(s);
 
+    // The recovery on a disk that stalls: an I/O error after the default
+    // bound (60 s: tz_recover has no configuration), and the recovery ends
+    // once the disk answers.
+    fs.stall();
+    let path = cstring(fs.mount.join("flushed.zarr").to_str().unwrap());
+    let (rc, took) = timed_for(&fs, "tz_recover", RECOVERY_HUNG, move || {
+        let mut report = std::mem::MaybeUninit::<tz_recovery>::zeroed();
+        (tz_recover(path.as_ptr(), report.as_mut_ptr()), last_error())
+    });
+    let (rc, message) = rc;
+    eprintln!("tz_recover on the stalled disk: {took:?}, {rc}: {message}");
+    assert_eq!(rc, tz_status::TZ_ERR_IO as i32, "{message}");
+    assert!(
+        message.contains("flushed.zarr") && message.contains("recovering the store"),
+        "{message}"
+    );
+    assert!(took <= RECOVERY_BOUND + SLACK, "tz_recover took {took:?}");
+    fs.answer();
+    wait_for_threads("tz-store-recover");
+
     if let Some(ran) = std::env::var_os("TZ_DISK_TESTS_RAN") {
         std::fs::write(
             ran,
-            "a_stalled_disk_bounds_the_create_the_flush_and_the_destroy\n",
+            "a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery\n",
         )
         .unwrap();
     }

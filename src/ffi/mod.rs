@@ -424,7 +424,9 @@ pub extern "C" fn tz_status_string(status: i32) -> *const c_char {
 /// power cut): removes the `*.partial` files of writes cut short and, for an
 /// array growing along an unbounded dimension 0, moves the extent in
 /// zarr.json up to cover every complete shard row on disk. Refused while a
-/// stream holds the store (TZ_ERR_EXISTS, naming its process). `out` may be
+/// stream holds the store (TZ_ERR_EXISTS, naming its process). A disk that
+/// answers nothing for 60 s (the default `store.timeout_s`) ends the call
+/// with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
 /// NULL; otherwise it receives what was done.
 #[no_mangle]
 pub extern "C" fn tz_recover(store_path: *const c_char, out: *mut tz_recovery) -> i32 {

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 pub struct StallWatch {
     /// How long the store may wait on its disk for an answer.
     bound: Duration,
+    /// Where the bound comes from, for the error: the store's
+    /// `store.timeout_s`, or nothing for the library's default.
+    bound_from: &'static str,
     /// The store's folder, for the error.
     store: PathBuf,
     /// Calls into the store under way (several threads may be in one).
@@ -39,12 +42,24 @@ fn now_ms() -> u64 {
 }
 
 impl StallWatch {
+    /// A watch with the bound a stream's `store.timeout_s` gives.
     pub fn new(bound: Duration, store: PathBuf) -> StallWatch {
         StallWatch {
             bound,
+            bound_from: " (store.timeout_s)",
             store,
             calls: AtomicUsize::new(0),
             last_answer_ms: AtomicU64::new(now_ms()),
+        }
+    }
+
+    /// A watch with the library's default bound, for work on a store that
+    /// no stream configures (`tz_recover`).
+    pub fn with_default_bound(store: PathBuf) -> StallWatch {
+        let bound = Duration::from_secs(super::DEFAULT_TIMEOUT_S);
+        StallWatch {
+            bound_from: "",
+            ..StallWatch::new(bound, store)
         }
     }
 
@@ -88,72 +103,11 @@ impl StallWatch {
             path: self.store.clone(),
             kind: std::io::ErrorKind::TimedOut,
             message: format!(
-                "no write, flush or rename returned for {} s (store.timeout_s): {outcome}",
-                self.bound.as_secs()
+                "no write, flush or rename returned for {} s{}: {outcome}",
+                self.bound.as_secs(),
+                self.bound_from
             ),
         })
-    }
-}
-
-/// Where [`create_bounded`]'s work stands, as its caller and its thread
-/// see it.
-enum Creation<T> {
-    Running,
-    Done(Result<T>),
-    /// The caller gave up on the disk: what the work makes is undone.
-    Abandoned,
-}
-
-/// How often a caller of [`create_bounded`] looks at the watch; a store
-/// made on a disk that answers wakes it at once.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
-
-/// Makes a store on a thread of its own, inside a call of `watch`, and
-/// waits for it as long as its disk answers: on a disk that stalls, the
-/// caller (`tz_create`) gets an error after the watch's bound instead of
-/// waiting with the disk. A store the thread still makes after that goes
-/// to `undo`, on that thread, once the disk lets it finish.
-pub fn create_bounded<T: Send + 'static>(
-    watch: &Arc<StallWatch>,
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-    undo: impl FnOnce(T) + Send + 'static,
-) -> Result<T> {
-    let state = Arc::new((Mutex::new(Creation::Running), Condvar::new()));
-    let (theirs, call) = (state.clone(), watch.call());
-    std::thread::Builder::new()
-        .name("tz-store-create".into())
-        .spawn(move || {
-            let made = work();
-            drop(call);
-            let (lock, done) = &*theirs;
-            let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
-            if let Creation::Abandoned = &*at {
-                drop(at);
-                if let Ok(store) = made {
-                    undo(store);
-                }
-                return;
-            }
-            *at = Creation::Done(made);
-            done.notify_one();
-        })
-        .map_err(|e| Error::Internal(format!("starting the thread that creates the store: {e}")))?;
-    let (lock, done) = &*state;
-    let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        if let Creation::Done(made) = std::mem::replace(&mut *at, Creation::Running) {
-            return made;
-        }
-        let outcome = "the store was not created; what the create wrote before the stall is \
-                       removed once the disk answers";
-        if let Some(e) = watch.stalled_as("creating the store", outcome) {
-            *at = Creation::Abandoned;
-            return Err(e);
-        }
-        at = done
-            .wait_timeout(at, LOOK_EVERY)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
     }
 }
 
@@ -164,6 +118,78 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         self.0.answered();
         self.0.calls.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Where [`on_own_thread`]'s work stands, as its caller and its thread
+/// see it.
+enum Work<T> {
+    Running,
+    Done(Result<T>),
+    /// The caller gave up on the disk: what the work still makes goes to
+    /// its `undo`.
+    Abandoned,
+}
+
+/// How often a caller of [`on_own_thread`] looks at the watch; work on a
+/// disk that answers wakes it at once.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// What a caller of [`on_own_thread`] is doing, for its error, and what
+/// follows when it gives up.
+pub struct Task {
+    /// The name of the thread that does the work.
+    pub thread: &'static str,
+    pub what: &'static str,
+    pub outcome: &'static str,
+}
+
+/// Does `work` (which waits on the disk) on a thread of its own, inside a
+/// call of `watch`, and waits for it as long as the disk answers: on a disk
+/// that stalls, the caller (`tz_create`, `tz_recover`) gets an error after
+/// the watch's bound instead of waiting with the disk. What the thread
+/// still makes after that goes to `undo`, on that thread, once the disk
+/// lets it finish.
+pub fn on_own_thread<T: Send + 'static>(
+    watch: &Arc<StallWatch>,
+    task: Task,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+    undo: impl FnOnce(T) + Send + 'static,
+) -> Result<T> {
+    let state = Arc::new((Mutex::new(Work::Running), Condvar::new()));
+    let (theirs, call) = (state.clone(), watch.call());
+    std::thread::Builder::new()
+        .name(task.thread.into())
+        .spawn(move || {
+            let made = work();
+            drop(call);
+            let (lock, done) = &*theirs;
+            let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if let Work::Abandoned = &*at {
+                drop(at);
+                if let Ok(made) = made {
+                    undo(made);
+                }
+                return;
+            }
+            *at = Work::Done(made);
+            done.notify_one();
+        })
+        .map_err(|e| Error::Internal(format!("starting thread {}: {e}", task.thread)))?;
+    let (lock, done) = &*state;
+    let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Work::Done(made) = std::mem::replace(&mut *at, Work::Running) {
+            return made;
+        }
+        if let Some(e) = watch.stalled_as(task.what, task.outcome) {
+            *at = Work::Abandoned;
+            return Err(e);
+        }
+        at = done
+            .wait_timeout(at, LOOK_EVERY)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
@@ -192,6 +218,12 @@ mod tests {
         assert!(w.stalled().is_none(), "the call returned");
     }
 
+    const TASK: Task = Task {
+        thread: "tz-test-work",
+        what: "working on the store",
+        outcome: "the work was given up",
+    };
+
     fn watch(ms: u64) -> Arc<StallWatch> {
         Arc::new(StallWatch::new(
             Duration::from_millis(ms),
@@ -200,13 +232,14 @@ mod tests {
     }
 
     #[test]
-    fn a_creation_that_answers_is_waited_for_whatever_it_returns() {
+    fn work_that_answers_is_waited_for_whatever_it_returns() {
         let w = watch(100);
         let undone = Arc::new(AtomicUsize::new(0));
         let u = undone.clone();
         let w2 = w.clone();
-        let slow = create_bounded(
+        let slow = on_own_thread(
             &w,
+            TASK,
             move || {
                 // Three times the bound, answering all along.
                 for _ in 0..10 {
@@ -220,14 +253,19 @@ mod tests {
             },
         );
         assert_eq!(slow.unwrap(), 7);
-        let refused = create_bounded(&w, || Err::<u8, _>(Error::Internal("no".into())), |_| {});
+        let refused = on_own_thread(
+            &w,
+            TASK,
+            || Err::<u8, _>(Error::Internal("no".into())),
+            |_| {},
+        );
         assert!(matches!(refused, Err(Error::Internal(_))));
         assert_eq!(undone.load(Relaxed), 0);
         assert!(w.stalled().is_none(), "no call left under way");
     }
 
     #[test]
-    fn a_creation_that_stalls_is_given_up_and_undone_when_it_ends() {
+    fn work_that_stalls_is_given_up_and_undone_when_it_ends() {
         let w = watch(100);
         let undone = Arc::new(AtomicUsize::new(0));
         let u = undone.clone();
@@ -235,8 +273,9 @@ mod tests {
         let g = gate.clone();
         let held = gate.lock().unwrap();
         let t0 = Instant::now();
-        let made = create_bounded(
+        let made = on_own_thread(
             &w,
+            TASK,
             move || {
                 // A disk that stalls: nothing returns until the gate opens.
                 drop(g.lock().unwrap_or_else(|e| e.into_inner()));
@@ -247,7 +286,7 @@ mod tests {
             },
         );
         let e = made.expect_err("the disk stalled");
-        assert!(e.to_string().contains("creating the store"), "{e}");
+        assert!(e.to_string().contains("working on the store"), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
         assert_eq!(undone.load(Relaxed), 0, "still stalled");
         drop(held);
@@ -255,6 +294,6 @@ mod tests {
         while undone.load(Relaxed) == 0 && t1.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(undone.load(Relaxed), 7, "the late store is undone");
+        assert_eq!(undone.load(Relaxed), 7, "what the work made late is undone");
     }
 }

@@ -10,7 +10,7 @@ use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::platform::FileId;
 use crate::sink::images::Images;
-use crate::sink::stall::create_bounded;
+use crate::sink::stall::{on_own_thread, Task};
 use crate::sink::{SharedAttributes, StallWatch};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ impl FsStore {
     ///
     /// The disk's work runs on a thread of its own, so that a disk that
     /// stalls fails the create after `store.timeout_s` (see
-    /// [`create_bounded`]); a store still made after that is removed.
+    /// [`on_own_thread`]); a store still made after that is removed.
     pub fn create(plan: &Plan) -> Result<FsStore> {
         let store = plan.store()?;
         let watch = Arc::new(StallWatch::new(
@@ -33,8 +33,15 @@ impl FsStore {
             store.path.clone(),
         ));
         let (plan, theirs) = (plan.clone(), watch.clone());
-        create_bounded(
+        let task = Task {
+            thread: "tz-store-create",
+            what: "creating the store",
+            outcome: "the store was not created; what the create wrote before the stall is \
+                      removed once the disk answers",
+        };
+        on_own_thread(
             &watch,
+            task,
             move || FsStore::create_here(&plan, theirs),
             |(late, created): (FsStore, Option<PathBuf>)| {
                 let root = late.root.clone();

@@ -181,16 +181,17 @@ fn remove_dir(path: &Path) -> Result<()> {
 
 /// Every `*.partial` file under `dir` (a crash's leftovers), removed; how
 /// many there were.
-pub fn remove_partials(dir: &Path) -> Result<u64> {
+pub fn remove_partials(dir: &Path, w: &StallWatch) -> Result<u64> {
     let mut removed = 0;
     for (path, kind) in entries(dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if kind.is_dir() {
-            removed += remove_partials(&path)?;
+            removed += remove_partials(&path, w)?;
         } else if kind.is_file() && name.ends_with(PARTIAL) {
             remove_file(&path)?;
             removed += 1;
         }
+        w.answered();
     }
     Ok(removed)
 }
@@ -267,8 +268,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         store(dir.path());
         fs::write(dir.path().join("zarr.json.partial"), b"{").unwrap();
-        assert_eq!(remove_partials(dir.path()).unwrap(), 2);
+        assert_eq!(remove_partials(dir.path(), &watch()).unwrap(), 2);
         assert!(dir.path().join("c/0/1/2").is_file());
-        assert_eq!(remove_partials(dir.path()).unwrap(), 0);
+        assert_eq!(remove_partials(dir.path(), &watch()).unwrap(), 0);
     }
 }
