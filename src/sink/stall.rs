@@ -10,6 +10,7 @@
 //! thread to end whenever the disk lets it.
 
 use crate::error::{Error, Result};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -157,11 +158,14 @@ pub fn on_own_thread<T: Send + 'static>(
     undo: impl FnOnce(T) + Send + 'static,
 ) -> Result<T> {
     let state = Arc::new((Mutex::new(Work::Running), Condvar::new()));
-    let (theirs, call) = (state.clone(), watch.call());
+    let (theirs, call, thread) = (state.clone(), watch.call(), task.thread);
     std::thread::Builder::new()
-        .name(task.thread.into())
+        .name(thread.into())
         .spawn(move || {
-            let made = work();
+            // A panic is an answer too: the caller must not wait for a
+            // result that never comes.
+            let made = catch_unwind(AssertUnwindSafe(work))
+                .unwrap_or_else(|panic| Err(Error::from_panic(thread, &*panic)));
             drop(call);
             let (lock, done) = &*theirs;
             let mut at = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -260,6 +264,13 @@ mod tests {
             |_| {},
         );
         assert!(matches!(refused, Err(Error::Internal(_))));
+        // The panic hook (a backtrace) may take longer than 100 ms.
+        let patient = watch(10_000);
+        let panicked = on_own_thread(&patient, TASK, || -> Result<u8> { panic!("a bug") }, |_| {});
+        assert!(
+            matches!(&panicked, Err(e) if e.to_string().contains("a bug")),
+            "{panicked:?}"
+        );
         assert_eq!(undone.load(Relaxed), 0);
         assert!(w.stalled().is_none(), "no call left under way");
     }
