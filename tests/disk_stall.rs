@@ -172,6 +172,26 @@ fn timed_for<T: Send + 'static>(
     }
 }
 
+/// A call that gave up on the stalled disk: `TZ_ERR_IO` with a message
+/// naming each of `names`, within `bound` and the slack.
+fn assert_gave_up(
+    what: &str,
+    (rc, message): &(i32, String),
+    took: Duration,
+    names: &[&str],
+    bound: Duration,
+) {
+    eprintln!("{what} on the stalled disk: {took:?}, {rc}: {message}");
+    assert_eq!(*rc, tz_status::TZ_ERR_IO as i32, "{what}: {message}");
+    for name in names {
+        assert!(message.contains(name), "{what}: {message}");
+    }
+    assert!(
+        took <= bound + SLACK,
+        "{what} took {took:?}, bound {bound:?}"
+    );
+}
+
 /// Waits until no thread of this process is named `name` (the work on
 /// the store that a call gave up on has ended).
 fn wait_for_threads(name: &str) {
@@ -263,16 +283,13 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
         let s = handle as *mut tz_stream;
         (tz_flush(s), stream_error(s))
     });
-    let (rc, message) = rc;
-    eprintln!("tz_flush on the stalled disk: {took:?}, {rc}: {message}");
-    assert_eq!(rc, tz_status::TZ_ERR_IO as i32, "{message}");
-    assert!(
-        message.contains("flushed.zarr") && message.contains("store.timeout_s"),
-        "{message}"
-    );
-    assert!(
-        took <= Duration::from_secs(TIMEOUT_S) + SLACK,
-        "tz_flush took {took:?} with timeout_s {TIMEOUT_S}"
+    let bound = Duration::from_secs(TIMEOUT_S);
+    assert_gave_up(
+        "tz_flush",
+        &rc,
+        took,
+        &["flushed.zarr", "store.timeout_s"],
+        bound,
     );
     let ((), took) = timed(&fs, "tz_destroy after the flush", move || {
         tz_destroy(handle as *mut tz_stream)
@@ -307,21 +324,18 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
     let (made, took) = timed(&fs, "tz_create", move || {
         create_json(&text, None).map(|s| s as usize)
     });
-    eprintln!("tz_create on the stalled disk: {took:?}, {made:?}");
-    let (rc, message) = made.expect_err("tz_create on a stalled disk");
+    let refused = made.expect_err("tz_create on a stalled disk");
+    assert_gave_up(
+        "tz_create",
+        &refused,
+        took,
+        &["created.zarr", "store.timeout_s"],
+        bound,
+    );
     assert_eq!(
         threads_named(CREATE_THREAD),
         1,
         "the create's thread waits on the disk"
-    );
-    assert_eq!(rc, tz_status::TZ_ERR_IO as i32, "{message}");
-    assert!(
-        message.contains("created.zarr") && message.contains("store.timeout_s"),
-        "{message}"
-    );
-    assert!(
-        took <= Duration::from_secs(TIMEOUT_S) + SLACK,
-        "tz_create took {took:?} with timeout_s {TIMEOUT_S}"
     );
     fs.answer();
     wait_for_threads(CREATE_THREAD);
@@ -341,14 +355,8 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
         let mut report = std::mem::MaybeUninit::<tz_recovery>::zeroed();
         (tz_recover(path.as_ptr(), report.as_mut_ptr()), last_error())
     });
-    let (rc, message) = rc;
-    eprintln!("tz_recover on the stalled disk: {took:?}, {rc}: {message}");
-    assert_eq!(rc, tz_status::TZ_ERR_IO as i32, "{message}");
-    assert!(
-        message.contains("flushed.zarr") && message.contains("recovering the store"),
-        "{message}"
-    );
-    assert!(took <= RECOVERY_BOUND + SLACK, "tz_recover took {took:?}");
+    let names = ["flushed.zarr", "recovering the store"];
+    assert_gave_up("tz_recover", &rc, took, &names, RECOVERY_BOUND);
     fs.answer();
     wait_for_threads("tz-store-recover");
 
