@@ -130,15 +130,49 @@ impl Drop for StallFs {
 /// The thread on which `tz_create` makes a folder store.
 const CREATE_THREAD: &str = "tz-store-create";
 
-/// How many of this process's threads have the name `name`.
-fn threads_named(name: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter(|t| {
-            let comm = t.as_ref().unwrap().path().join("comm");
-            std::fs::read_to_string(comm).is_ok_and(|c| c.trim_end() == name)
-        })
-        .count()
+/// The thread on which `tz_recover` repairs a store.
+const RECOVER_THREAD: &str = "tz-store-repair";
+
+/// The `/proc` entry of this process's thread named `name`, if it has
+/// one. A listing of `/proc/self/task` can end early when a thread ends
+/// during it (as the stalled streams' threads do once the disk answers),
+/// so the folder is read until the thread is seen, for up to a second.
+fn thread_named(name: &str) -> Option<PathBuf> {
+    // Linux keeps 15 bytes of a thread's name: a longer one is never found.
+    assert!(name.len() <= 15, "{name} is longer than a thread name");
+    for _ in 0..50 {
+        let found = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .map(|t| t.unwrap().path())
+            .find(|task| is_named(task, name));
+        if found.is_some() {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn is_named(task: &Path, name: &str) -> bool {
+    std::fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim_end() == name)
+}
+
+/// The thread named `name`, which must be waiting on the stalled disk.
+fn waiting_thread(name: &str) -> PathBuf {
+    thread_named(name).unwrap_or_else(|| panic!("no thread {name} waits on the disk"))
+}
+
+/// Waits until the thread `name` at `task` (the work on the store that a
+/// call gave up on) has ended.
+fn wait_for_end(task: &Path, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while is_named(task, name) {
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not end once the disk answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs `call` on a thread of its own and returns its result and how long
@@ -190,19 +224,6 @@ fn assert_gave_up(
         took <= bound + SLACK,
         "{what} took {took:?}, bound {bound:?}"
     );
-}
-
-/// Waits until no thread of this process is named `name` (the work on
-/// the store that a call gave up on has ended).
-fn wait_for_threads(name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while threads_named(name) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "{name} did not end once the disk answered"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Writes `rows` shard rows of `data` and waits until their shards are
@@ -332,13 +353,9 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
         &["created.zarr", "store.timeout_s"],
         bound,
     );
-    assert_eq!(
-        threads_named(CREATE_THREAD),
-        1,
-        "the create's thread waits on the disk"
-    );
+    let creating = waiting_thread(CREATE_THREAD);
     fs.answer();
-    wait_for_threads(CREATE_THREAD);
+    wait_for_end(&creating, CREATE_THREAD);
     assert!(
         !fs.backing.join("created.zarr").exists(),
         "the store made after the create gave up was not removed"
@@ -357,8 +374,9 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
     });
     let names = ["flushed.zarr", "recovering the store"];
     assert_gave_up("tz_recover", &rc, took, &names, RECOVERY_BOUND);
+    let recovering = waiting_thread(RECOVER_THREAD);
     fs.answer();
-    wait_for_threads("tz-store-recover");
+    wait_for_end(&recovering, RECOVER_THREAD);
 
     if let Some(ran) = std::env::var_os("TZ_DISK_TESTS_RAN") {
         std::fs::write(

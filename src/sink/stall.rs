@@ -139,7 +139,8 @@ const LOOK_EVERY: Duration = Duration::from_millis(20);
 /// What a caller of [`on_own_thread`] is doing, for its error, and what
 /// follows when it gives up.
 pub struct Task {
-    /// The name of the thread that does the work.
+    /// The name of the thread that does the work: at most 15 bytes, as
+    /// Linux keeps no more of a thread's name (`/proc/*/task/*/comm`).
     pub thread: &'static str,
     pub what: &'static str,
     pub outcome: &'static str,

@@ -44,7 +44,7 @@ pub fn recover(root: &Path) -> Result<Recovery> {
     let watch = Arc::new(StallWatch::with_default_bound(root.to_path_buf()));
     let (root, theirs) = (root.to_path_buf(), watch.clone());
     let task = Task {
-        thread: "tz-store-recover",
+        thread: "tz-store-repair",
         what: "recovering the store",
         outcome: "the call gave up on the disk; the recovery goes on once the disk answers \
                   (call tz_recover again then to see what it did)",
