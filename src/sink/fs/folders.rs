@@ -7,6 +7,7 @@ use super::FsStore;
 use crate::error::{Error, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 impl FsStore {
     /// The store folder must still be the one created: writing on into a
@@ -74,9 +75,46 @@ pub(super) fn create_folders(root: &Path) -> Result<PathBuf> {
 pub(super) fn remove_empty_folders(root: &Path, top: &Path) {
     let mut at = Some(root);
     while let Some(dir) = at {
-        if fs::remove_dir(dir).is_err() || dir == top {
+        if !remove_if_empty(dir) || dir == top {
             break;
         }
         at = dir.parent();
     }
+}
+
+/// How long a folder that holds only files removed while open is tried
+/// again (see [`remove_if_empty`]).
+const UNLINKED_FILES_PATIENCE: Duration = Duration::from_millis(500);
+
+/// Removes `dir` if it is empty. The store's lock file is removed while
+/// still open (see `StoreLock`); FUSE file systems (`.fuse_hidden*`) and
+/// NFS (`.nfs*`) keep such a file under another name until it is closed and
+/// drop it a moment after the close, on their own time: a folder that
+/// holds nothing else is tried again for a short while.
+fn remove_if_empty(dir: &Path) -> bool {
+    let until = Instant::now() + UNLINKED_FILES_PATIENCE;
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return true,
+            Err(_) if Instant::now() < until && holds_only_unlinked_files(dir) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Whether every entry of `dir` (none included) is a file that a FUSE file
+/// system or NFS keeps for an open file already removed.
+fn holds_only_unlinked_files(dir: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    entries.into_iter().all(|e| {
+        e.is_ok_and(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(".fuse_hidden") || name.starts_with(".nfs")
+        })
+    })
 }
