@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 8
+#define TZ_VERSION_MINOR 9
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -572,15 +572,6 @@ typedef struct tz_recovery {
 } tz_recovery;
 
 /**
- * How a stream runs, beyond what `tz_config` says: the latency bound and
- * a cap on the GPU's device memory (tz_create_with,
- * tz_estimate_memory_with). Start from `tz_options_init`; a field left 0
- * takes its default. JSON: `max_latency_ms`, `device_bytes`. Since 0.5.
- *
- * Versioned by its size as `tz_image` is: `struct_size` is
- * `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
- * struct (24 bytes) or larger than this library's is refused with
- * TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
  * One array of a stream created from C structures (tz_create_arrays):
  * its key in the store, its `tz_config` (dtype, dimensions, codec) and
  * its image settings (`image` NULL: a plain array). The stream's shared
@@ -598,6 +589,21 @@ typedef struct tz_array {
   const struct tz_image *image;
 } tz_array;
 
+/**
+ * How a stream runs, beyond what `tz_config` says: the latency bound, a
+ * cap on the GPU's device memory and how long the store waits on a disk
+ * or server that does not answer (tz_create_with,
+ * tz_estimate_memory_with, tz_create_arrays). Start from
+ * `tz_options_init`; a field left 0 takes its default. JSON:
+ * `max_latency_ms`, `device_bytes`, `store.timeout_s`. Since 0.5.
+ *
+ * Versioned by its size as `tz_image` is: `struct_size` is
+ * `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
+ * struct (24 bytes) or larger than this library's is refused with
+ * TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`. A program built
+ * against 0.5 to 0.8 passes 24 bytes, and `store_timeout_s` keeps its
+ * default.
+ */
 typedef struct tz_options {
   /**
    * `sizeof(tz_options)` as the caller compiled it; set by
@@ -620,6 +626,15 @@ typedef struct tz_options {
    * numbers (TZ_ERR_OUT_OF_MEMORY). The CPU backend ignores it.
    */
   uint64_t device_bytes;
+  /**
+   * How long the store's create, flush and destroy wait on a disk (or
+   * an object store's server) that answers nothing, in seconds (1 to
+   * 3600; 0 = 60): after it they return TZ_ERR_IO naming the store and
+   * `store.timeout_s`, as the JSON form's `store.timeout_s` does. Needs
+   * a store (`store_path`): with a callback only, TZ_ERR_CONFIG. Since
+   * 0.9.
+   */
+  uint64_t store_timeout_s;
 } tz_options;
 
 /**
@@ -717,9 +732,9 @@ int32_t tz_image_init_sized(struct tz_image *image, size_t struct_size);
 /**
  * Creates a stream from a `tz_config`. On success `*out` holds the stream;
  * on failure it is NULL and `tz_last_error()` says why. A folder store
- * whose disk answers nothing for `store.timeout_s` (default 60 s) while it
- * is made fails with `TZ_ERR_IO`; what was made is removed once the disk
- * answers.
+ * whose disk answers nothing for `store.timeout_s` (default 60 s; C:
+ * `tz_options.store_timeout_s` through tz_create_with) while it is made
+ * fails with `TZ_ERR_IO`; what was made is removed once the disk answers.
  */
 int32_t tz_create(const struct tz_config *config, struct tz_stream **out);
 
@@ -788,8 +803,9 @@ int64_t tz_write_all(struct tz_stream *s, const void *data, size_t nbytes, int64
  * tz_flush returns the first one's status again. A reservation still
  * outstanding (tz_reserve without tz_commit) is given up first: its bytes
  * are not part of the stream. A folder store's disk that answers nothing
- * for `store.timeout_s` (default 60 s) ends the wait with `TZ_ERR_IO`
- * (an object store's server: see its `timeout_s`).
+ * for `store.timeout_s` (default 60 s; C: `tz_options.store_timeout_s`)
+ * ends the wait with `TZ_ERR_IO` (an object store's server: see its
+ * `timeout_s`).
  */
 int32_t tz_flush(struct tz_stream *s);
 
@@ -953,9 +969,9 @@ int32_t tz_get_upload_metrics(const struct tz_stream *s, struct tz_upload_metric
 
 /**
  * Fills `options` with the defaults (every field 0: the latency bound of
- * 1000 ms, no device memory cap) and `struct_size` with
- * `sizeof(tz_options)` of this version (24 bytes), never writing more.
- * Since 0.5.
+ * 1000 ms, no device memory cap, a store's waits bounded at 60 s) and
+ * `struct_size` with `sizeof(tz_options)` of this version (32 bytes),
+ * never writing more. Since 0.5.
  */
 int32_t tz_options_init(struct tz_options *options);
 
@@ -963,7 +979,8 @@ int32_t tz_options_init(struct tz_options *options);
  * tz_create_image with `options` (NULL: the defaults); `image` may be
  * NULL too (a plain array). A bad `options.struct_size` is
  * TZ_ERR_INVALID_ARGUMENT; a bad field TZ_ERR_CONFIG naming it
- * (`max_latency_ms`, `device_bytes`). Since 0.5.
+ * (`max_latency_ms`, `device_bytes`, `store.timeout_s`, or
+ * `options.store_timeout_s` without a store). Since 0.5.
  */
 int32_t tz_create_with(const struct tz_config *config,
                        const struct tz_image *image,

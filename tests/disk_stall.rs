@@ -7,8 +7,9 @@
 //! store; `tz_write` never waits; and once the disk answers again the
 //! stream's threads end, the store's lock goes with them, and every shard
 //! row in the store reads back as the frames written. `tz_create` on a disk
-//! already stalled fails within the bound too, and leaves no store once
-//! the disk answers; `tz_recover` fails after the default bound (60 s).
+//! already stalled fails within the bound too (given there through
+//! `tz_options.store_timeout_s`), and leaves no store once the disk
+//! answers; `tz_recover` fails after the default bound (60 s).
 //!
 //! Needs `TZ_STALL_FS_PYTHON`, a Python with fusepy (Debian:
 //! `/usr/bin/python3` with python3-fusepy), and the right to mount FUSE
@@ -50,6 +51,31 @@ fn json(store: &Path) -> String {
           "store": {{"path": {:?}, "timeout_s": {TIMEOUT_S}}}}}"#,
         store.to_str().unwrap()
     )
+}
+
+/// [`json`]'s stream through the C structs, its bound in
+/// `tz_options.store_timeout_s`.
+fn create_with_options(store: &Path) -> Result<*mut tz_stream, (i32, String)> {
+    let path = cstring(store.to_str().unwrap());
+    let dims = [c_dim(0, 4, 1), c_dim(64, 16, 2), c_dim(48, 16, 2)];
+    let mut c = std::mem::MaybeUninit::<tz_config>::uninit();
+    let mut o = std::mem::MaybeUninit::<tz_options>::uninit();
+    assert_eq!(tz_config_init(c.as_mut_ptr()), OK);
+    assert_eq!(tz_options_init(o.as_mut_ptr()), OK);
+    // SAFETY: both initialised by their _init functions just above.
+    let (mut c, mut o) = unsafe { (c.assume_init(), o.assume_init()) };
+    c.dtype = tz_dtype::TZ_DTYPE_UINT16 as u32;
+    c.backend = tz_backend::TZ_BACKEND_CPU as u32;
+    c.rank = dims.len() as u32;
+    c.dimensions = dims.as_ptr();
+    c.store_path = path.as_ptr();
+    o.max_latency_ms = 50;
+    o.store_timeout_s = TIMEOUT_S;
+    let mut s = std::ptr::null_mut();
+    match tz_create_with(&c, std::ptr::null(), &o, &mut s) {
+        OK => Ok(s),
+        rc => Err((rc, last_error())),
+    }
 }
 
 const PLANE_BYTES: usize = 64 * 48 * 2;
@@ -337,13 +363,14 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
     fs.answer();
     check_store_after(&fs.backing.join("destroyed.zarr"), &data, 1);
 
-    // The create on a disk already stalled: an I/O error within the bound,
-    // and once the disk answers, nothing of the store is left.
+    // The create on a disk already stalled: an I/O error within the bound
+    // (given through the C structs this time), and once the disk answers,
+    // nothing of the store is left.
     fs.stall();
     let store = fs.mount.join("created.zarr");
-    let text = json(&store);
+    let at = store.clone();
     let (made, took) = timed(&fs, "tz_create", move || {
-        create_json(&text, None).map(|s| s as usize)
+        create_with_options(&at).map(|s| s as usize)
     });
     let refused = made.expect_err("tz_create on a stalled disk");
     assert_gave_up(

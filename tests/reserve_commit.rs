@@ -247,7 +247,8 @@ fn bad_options_are_refused_naming_the_field() {
     assert_eq!(tz_options_init(o.as_mut_ptr()), 0);
     let mut o = unsafe { o.assume_init() };
     assert_eq!(o.struct_size, std::mem::size_of::<tz_options>());
-    assert_eq!(o.struct_size, 24);
+    assert_eq!(o.struct_size, 32);
+    assert_eq!(o.store_timeout_s, 0);
     let mut c = std::mem::MaybeUninit::<tz_config>::uninit();
     assert_eq!(tz_config_init(c.as_mut_ptr()), 0);
     let mut c = unsafe { c.assume_init() };
@@ -274,8 +275,43 @@ fn bad_options_are_refused_naming_the_field() {
         "{}",
         last_error()
     );
-    o.struct_size = 24;
+    o.struct_size = std::mem::size_of::<tz_options>();
     o.max_latency_ms = 250;
+    // A store's bound on a stream without a store.
+    o.store_timeout_s = 5;
+    assert_eq!(
+        tz_create_with(&c, std::ptr::null(), &o, &mut s),
+        tz_status::TZ_ERR_CONFIG as i32
+    );
+    assert!(
+        last_error().contains("options.store_timeout_s"),
+        "{}",
+        last_error()
+    );
+    // A program built against 0.5 to 0.8 passes 24 bytes: what lies past
+    // them is not read.
+    o.struct_size = 24;
+    assert_eq!(
+        tz_create_with(&c, std::ptr::null(), &o, &mut s),
+        0,
+        "{}",
+        last_error()
+    );
+    assert_eq!(tz_flush(s), 0);
+    tz_destroy(s);
+    // With a store, the bound is judged as the JSON form's.
+    let dir = tempfile::tempdir().unwrap();
+    let path = cstring(dir.path().join("s.zarr").to_str().unwrap());
+    c.sink = None;
+    c.store_path = path.as_ptr();
+    o.struct_size = std::mem::size_of::<tz_options>();
+    o.store_timeout_s = 3601;
+    assert_eq!(
+        tz_create_with(&c, std::ptr::null(), &o, &mut s),
+        tz_status::TZ_ERR_CONFIG as i32
+    );
+    assert!(last_error().contains("store.timeout_s"), "{}", last_error());
+    o.store_timeout_s = 5;
     assert_eq!(
         tz_create_with(&c, std::ptr::null(), &o, &mut s),
         0,

@@ -118,7 +118,7 @@ unsafe fn arrays_config(
     let mut cfg = shared.expect("a stream has an array");
     // SAFETY: NULL or a valid tz_options, by the C contract.
     if let Some(o) = unsafe { convert::options_from_c(options) }? {
-        convert::apply_options(&mut cfg, &o);
+        convert::apply_options(&mut cfg, &o)?;
     }
     Ok(StreamConfig::Many(Box::new(ArraysConfig {
         arrays,

@@ -137,6 +137,7 @@ pub fn options_defaults() -> tz_options {
         struct_size: std::mem::size_of::<tz_options>(),
         max_latency_ms: 0,
         device_bytes: 0,
+        store_timeout_s: 0,
     }
 }
 
@@ -158,10 +159,21 @@ pub unsafe fn options_from_c(p: *const tz_options) -> Result<Option<tz_options>>
     }
 }
 
-/// Applies the options to a configuration (0: the default).
-pub fn apply_options(config: &mut Config, o: &tz_options) {
+/// Applies the options to a configuration (0: the default); the
+/// configuration's own checks then judge their values.
+pub fn apply_options(config: &mut Config, o: &tz_options) -> Result<()> {
     config.max_latency_ms = (o.max_latency_ms != 0).then_some(o.max_latency_ms);
     config.device_bytes = (o.device_bytes != 0).then_some(o.device_bytes);
+    if o.store_timeout_s != 0 {
+        let Some(store) = config.store.as_mut() else {
+            return Err(bad(
+                "options.store_timeout_s",
+                "bounds the waits of a store, and the stream has none (store_path is NULL)".into(),
+            ));
+        };
+        store.timeout_s = Some(o.store_timeout_s);
+    }
+    Ok(())
 }
 
 /// A struct versioned by its leading `size_t struct_size`, read up to that

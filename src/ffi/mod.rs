@@ -133,9 +133,9 @@ pub extern "C" fn tz_image_init_sized(image: *mut tz_image, struct_size: usize) 
 
 /// Creates a stream from a `tz_config`. On success `*out` holds the stream;
 /// on failure it is NULL and `tz_last_error()` says why. A folder store
-/// whose disk answers nothing for `store.timeout_s` (default 60 s) while it
-/// is made fails with `TZ_ERR_IO`; what was made is removed once the disk
-/// answers.
+/// whose disk answers nothing for `store.timeout_s` (default 60 s; C:
+/// `tz_options.store_timeout_s` through tz_create_with) while it is made
+/// fails with `TZ_ERR_IO`; what was made is removed once the disk answers.
 #[no_mangle]
 pub extern "C" fn tz_create(config: *const tz_config, out: *mut *mut tz_stream) -> i32 {
     create_image_impl("tz_create", config, std::ptr::null(), out)
@@ -321,8 +321,9 @@ fn write_impl(
 /// tz_flush returns the first one's status again. A reservation still
 /// outstanding (tz_reserve without tz_commit) is given up first: its bytes
 /// are not part of the stream. A folder store's disk that answers nothing
-/// for `store.timeout_s` (default 60 s) ends the wait with `TZ_ERR_IO`
-/// (an object store's server: see its `timeout_s`).
+/// for `store.timeout_s` (default 60 s; C: `tz_options.store_timeout_s`)
+/// ends the wait with `TZ_ERR_IO` (an object store's server: see its
+/// `timeout_s`).
 #[no_mangle]
 pub extern "C" fn tz_flush(s: *mut tz_stream) -> i32 {
     with_open("tz_flush", s, status_of, |open| {

@@ -9,9 +9,9 @@ use crate::config::StreamConfig;
 use crate::error::Error;
 
 /// Fills `options` with the defaults (every field 0: the latency bound of
-/// 1000 ms, no device memory cap) and `struct_size` with
-/// `sizeof(tz_options)` of this version (24 bytes), never writing more.
-/// Since 0.5.
+/// 1000 ms, no device memory cap, a store's waits bounded at 60 s) and
+/// `struct_size` with `sizeof(tz_options)` of this version (32 bytes),
+/// never writing more. Since 0.5.
 #[no_mangle]
 pub extern "C" fn tz_options_init(options: *mut tz_options) -> i32 {
     guard("tz_options_init", None, status_of, || {
@@ -27,7 +27,8 @@ pub extern "C" fn tz_options_init(options: *mut tz_options) -> i32 {
 /// tz_create_image with `options` (NULL: the defaults); `image` may be
 /// NULL too (a plain array). A bad `options.struct_size` is
 /// TZ_ERR_INVALID_ARGUMENT; a bad field TZ_ERR_CONFIG naming it
-/// (`max_latency_ms`, `device_bytes`). Since 0.5.
+/// (`max_latency_ms`, `device_bytes`, `store.timeout_s`, or
+/// `options.store_timeout_s` without a store). Since 0.5.
 #[no_mangle]
 pub extern "C" fn tz_create_with(
     config: *const tz_config,
@@ -80,7 +81,7 @@ unsafe fn config_with(
     let mut cfg = unsafe { config_of(c, image) }?;
     // SAFETY: passed on from the caller.
     if let Some(o) = unsafe { convert::options_from_c(options) }? {
-        convert::apply_options(&mut cfg, &o);
+        convert::apply_options(&mut cfg, &o)?;
     }
     Ok(cfg)
 }

@@ -292,15 +292,6 @@ pub struct tz_recovery {
     pub shards_beyond: u64,
 }
 
-/// How a stream runs, beyond what `tz_config` says: the latency bound and
-/// a cap on the GPU's device memory (tz_create_with,
-/// tz_estimate_memory_with). Start from `tz_options_init`; a field left 0
-/// takes its default. JSON: `max_latency_ms`, `device_bytes`. Since 0.5.
-///
-/// Versioned by its size as `tz_image` is: `struct_size` is
-/// `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
-/// struct (24 bytes) or larger than this library's is refused with
-/// TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`.
 /// One array of a stream created from C structures (tz_create_arrays):
 /// its key in the store, its `tz_config` (dtype, dimensions, codec) and
 /// its image settings (`image` NULL: a plain array). The stream's shared
@@ -317,6 +308,19 @@ pub struct tz_array {
     pub image: *const tz_image,
 }
 
+/// How a stream runs, beyond what `tz_config` says: the latency bound, a
+/// cap on the GPU's device memory and how long the store waits on a disk
+/// or server that does not answer (tz_create_with,
+/// tz_estimate_memory_with, tz_create_arrays). Start from
+/// `tz_options_init`; a field left 0 takes its default. JSON:
+/// `max_latency_ms`, `device_bytes`, `store.timeout_s`. Since 0.5.
+///
+/// Versioned by its size as `tz_image` is: `struct_size` is
+/// `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
+/// struct (24 bytes) or larger than this library's is refused with
+/// TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`. A program built
+/// against 0.5 to 0.8 passes 24 bytes, and `store_timeout_s` keeps its
+/// default.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_options {
@@ -335,6 +339,13 @@ pub struct tz_options {
     /// configuration whose smallest batch does not fit is refused with the
     /// numbers (TZ_ERR_OUT_OF_MEMORY). The CPU backend ignores it.
     pub device_bytes: u64,
+    /// How long the store's create, flush and destroy wait on a disk (or
+    /// an object store's server) that answers nothing, in seconds (1 to
+    /// 3600; 0 = 60): after it they return TZ_ERR_IO naming the store and
+    /// `store.timeout_s`, as the JSON form's `store.timeout_s` does. Needs
+    /// a store (`store_path`): with a callback only, TZ_ERR_CONFIG. Since
+    /// 0.9.
+    pub store_timeout_s: u64,
 }
 
 /// Counters of a stream, at the moment of the call.
