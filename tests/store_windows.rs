@@ -2,7 +2,8 @@
 //! scripts/test-windows.sh (on other systems this file holds no tests):
 //! names Windows cannot hold are refused naming the part, paths longer
 //! than 260 characters work, and a reader watching the stream may hold
-//! `zarr.json` open while its extent grows.
+//! `zarr.json` open while its extent grows, longer than `store.timeout_s`
+//! too.
 #![cfg(windows)]
 
 use std::fs::{File, OpenOptions};
@@ -20,13 +21,18 @@ const FILE_SHARE_READ_WRITE: u32 = 0x1 | 0x2;
 /// An unbounded u16 stream of 32 x 32 frames, one frame per shard row, each
 /// row out within 10 ms.
 fn config(store: &Path) -> Config {
+    config_with(store, "")
+}
+
+/// [`config`] with `more` in the store's settings.
+fn config_with(store: &Path, more: &str) -> Config {
     Config::from_json(&format!(
         r#"{{"dtype": "uint16", "dimensions": [
             {{"size": 0, "tile": 1, "tiles_per_shard": 1}},
             {{"size": 32, "tile": 16, "tiles_per_shard": 2}},
             {{"size": 32, "tile": 16, "tiles_per_shard": 2}}],
             "codec": {{"name": "zstd", "level": 1}}, "max_latency_ms": 10,
-            "store": {{"path": {:?}, "fsync": false}}}}"#,
+            "store": {{"path": {:?}, "fsync": false{more}}}}}"#,
         store.to_str().unwrap()
     ))
     .unwrap()
@@ -203,4 +209,25 @@ fn a_reader_holding_zarr_json_through_the_end_fails_the_flush_naming_it() {
     );
     // Every shard is there; only the extent is behind.
     assert!(store.join("c/2/0/0").is_file());
+}
+
+#[test]
+fn a_reader_holding_zarr_json_longer_than_store_timeout_s_is_no_stalled_disk() {
+    // Each refused rename is an answer of the disk: a reader that holds
+    // zarr.json past `store.timeout_s`, and lets go within the rename's
+    // patience (2 s), leaves the flush to succeed.
+    let base = tempfile::tempdir().unwrap();
+    let store = base.path().join("slow-reader.zarr");
+    let mut s = Stream::new(&config_with(&store, r#", "timeout_s": 1"#), None).unwrap();
+    let held = open_as_c_does(&store.join("zarr.json"));
+    for i in 0..3 {
+        assert_eq!(s.write_blocking(&frame(i), None).unwrap(), 2048);
+    }
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1600));
+        drop(held);
+    });
+    s.finish().unwrap();
+    reader.join().unwrap();
+    assert_eq!(extent_on_disk(&store), 3);
 }

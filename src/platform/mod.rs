@@ -121,9 +121,16 @@ pub fn try_lock(file: &File) -> std::io::Result<bool> {
 /// another program holds open without delete sharing (C's `fopen`,
 /// Python's `open`); readers hold `zarr.json` for the moment they read
 /// it, so the rename is tried again for up to `patience` (at least once);
-/// after that the error's kind is `ResourceBusy`.
-pub fn replace_file(from: &Path, to: &Path, patience: std::time::Duration) -> std::io::Result<()> {
-    files::replace_file(from, to, patience)
+/// after that the error's kind is `ResourceBusy`. Each refusal calls
+/// `refused`: the disk answered (a store counts it as such, so that a
+/// reader's hold is not taken for a disk that stalls).
+pub fn replace_file(
+    from: &Path,
+    to: &Path,
+    patience: std::time::Duration,
+    refused: &dyn Fn(),
+) -> std::io::Result<()> {
+    files::replace_file(from, to, patience, refused)
 }
 
 /// Why this system cannot hold a file or folder at `path`, if it cannot:

@@ -8,7 +8,12 @@ use std::time::Duration;
 pub const CUDA_DRIVER: &str = "libcuda.so.1";
 
 /// rename(2) replaces the target whoever holds it open.
-pub fn replace_file(from: &Path, to: &Path, _patience: Duration) -> std::io::Result<()> {
+pub fn replace_file(
+    from: &Path,
+    to: &Path,
+    _patience: Duration,
+    _refused: &dyn Fn(),
+) -> std::io::Result<()> {
     std::fs::rename(from, to)
 }
 

@@ -37,7 +37,12 @@ pub fn sync_folder(_folder: &Path) -> std::io::Result<()> {
 /// one), else with `MoveFileExW`. Either is refused while a reader holds
 /// the target without delete sharing: tried again, waiting a little longer
 /// each time, for `patience`.
-pub fn replace_file(from: &Path, to: &Path, patience: Duration) -> std::io::Result<()> {
+pub fn replace_file(
+    from: &Path,
+    to: &Path,
+    patience: Duration,
+    refused: &dyn Fn(),
+) -> std::io::Result<()> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
@@ -50,6 +55,7 @@ pub fn replace_file(from: &Path, to: &Path, patience: Duration) -> std::io::Resu
         if !held {
             return Err(e);
         }
+        refused();
         if started.elapsed() >= patience {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::ResourceBusy,

@@ -6,6 +6,7 @@ use super::{PATIENCE, SYNC_CALLS};
 use crate::error::{Error, Result};
 use crate::platform;
 use crate::shard::Shard;
+use crate::sink::StallWatch;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,31 +14,34 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Writes `shard` at `key` (its folder exists): through the flush threads
-/// with `fsync`, else renamed into place at once.
+/// with `fsync`, else renamed into place at once; a reader's hold on the
+/// old file that refuses the rename is an answer of the disk to `watch`.
 pub fn write_shard(
     key: &Path,
     shard: &Shard<'_>,
     flusher: Option<&Flusher>,
     fsync: bool,
+    watch: &StallWatch,
 ) -> Result<()> {
     match flusher {
         Some(flusher) => write_temporary(key, &shard.parts())
             .and_then(|(file, tmp)| flusher.submit(file, tmp, key.to_path_buf())),
-        None => write_atomically(key, &shard.parts(), fsync, PATIENCE),
+        None => write_atomically(key, &shard.parts(), fsync, PATIENCE, &|| watch.answered()),
     }
 }
 
 /// Writes `parts` to `path` through a temporary file renamed into place;
 /// with `fsync`, the file's bytes and then its folder's entry reach the
-/// disk before this returns.
+/// disk before this returns. `refused` as in [`put_in_place`].
 pub fn write_atomically(
     path: &Path,
     parts: &[&[u8]],
     fsync: bool,
     patience: Duration,
+    refused: &dyn Fn(),
 ) -> Result<()> {
     let (f, tmp) = write_temporary(path, parts)?;
-    put_in_place(f, &tmp, path, fsync, patience)?;
+    put_in_place(f, &tmp, path, fsync, patience, refused)?;
     match path.parent() {
         Some(folder) if fsync => sync_folder(folder),
         _ => Ok(()),
@@ -46,14 +50,15 @@ pub fn write_atomically(
 
 /// Renames the temporary file `tmp` (open as `file`) to `path`, with
 /// `fsync` after flushing its bytes to the disk, waiting up to `patience`
-/// for a reader that holds `path` (see [`platform::replace_file`]); on
-/// failure the temporary file is removed.
+/// for a reader that holds `path` (see [`platform::replace_file`]; each
+/// refusal calls `refused`); on failure the temporary file is removed.
 pub fn put_in_place(
     file: fs::File,
     tmp: &Path,
     path: &Path,
     fsync: bool,
     patience: Duration,
+    refused: &dyn Fn(),
 ) -> Result<()> {
     let synced = if fsync {
         SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
@@ -65,7 +70,7 @@ pub fn put_in_place(
     let placed = synced
         .map_err(|e| Error::io("writing", path, e))
         .and_then(|()| {
-            platform::replace_file(tmp, path, patience)
+            platform::replace_file(tmp, path, patience, refused)
                 .map_err(|e| Error::io("renaming into place", path, e))
         });
     if placed.is_err() {

@@ -145,7 +145,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch) {
             Err(_) => return,
         };
         // A panic here would leave the row's wait waiting for ever.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flush(job)))
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flush(job, watch)))
             .unwrap_or_else(|_| Err(Error::Internal("a store flush thread panicked".into())));
         watch.answered();
         let (mutex, ended) = &**state;
@@ -166,8 +166,10 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch) {
 }
 
 /// Flushes a job's file and renames it into place; the folder it went to.
-fn flush(job: Job) -> Result<Option<PathBuf>> {
-    put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE)?;
+fn flush(job: Job, watch: &StallWatch) -> Result<Option<PathBuf>> {
+    put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE, &|| {
+        watch.answered()
+    })?;
     Ok(job.path.parent().map(Path::to_path_buf))
 }
 

@@ -123,11 +123,13 @@ impl FsStore {
         if let Some(folder) = path.parent() {
             self.create_shard_folder(folder)?;
         }
+        let watch = &self.watch;
         write_atomically(
             &path,
             &[doc.json.as_bytes()],
             self.fsync,
             self.metadata_patience,
+            &|| watch.answered(),
         )
         .map_err(|e| self.check_folder().err().unwrap_or(e))
     }
@@ -235,9 +237,9 @@ impl ShardSink for FsStore {
         let _call = self.watch.call();
         self.check_folder()?;
         let key = self.shard_key(shard);
-        let written = self
-            .create_folder_of(&key)
-            .and_then(|()| write_shard(&key, shard, self.flusher.as_ref(), self.fsync));
+        let written = self.create_folder_of(&key).and_then(|()| {
+            write_shard(&key, shard, self.flusher.as_ref(), self.fsync, &self.watch)
+        });
         self.after_writing(std::iter::once((&key, &written)))?;
         written
     }
@@ -258,7 +260,7 @@ impl ShardSink for FsStore {
         let (flusher, fsync, watch) = (self.flusher.as_ref(), self.fsync, &self.watch);
         let write = |i: usize| -> Result<()> {
             progress.proceed()?;
-            write_shard(&keys[i], &shards[i], flusher, fsync)?;
+            write_shard(&keys[i], &shards[i], flusher, fsync, watch)?;
             watch.answered();
             progress.written(&shards[i]);
             Ok(())
