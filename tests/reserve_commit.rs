@@ -258,47 +258,31 @@ fn bad_options_are_refused_naming_the_field() {
     c.sink = Some(collect);
     let sink = Collected::default();
     c.sink_user_data = &sink as *const Collected as *mut c_void;
-    let mut s = std::ptr::null_mut();
     o.max_latency_ms = 86_400_001;
-    assert_eq!(
-        tz_create_with(&c, std::ptr::null(), &o, &mut s),
-        tz_status::TZ_ERR_CONFIG as i32
+    assert_refused(
+        create_with(&c, &o),
+        tz_status::TZ_ERR_CONFIG,
+        "max_latency_ms",
     );
-    assert!(last_error().contains("max_latency_ms"), "{}", last_error());
     o.struct_size = 8;
-    assert_eq!(
-        tz_create_with(&c, std::ptr::null(), &o, &mut s),
-        tz_status::TZ_ERR_INVALID_ARGUMENT as i32
-    );
-    assert!(
-        last_error().contains("options.struct_size"),
-        "{}",
-        last_error()
+    assert_refused(
+        create_with(&c, &o),
+        tz_status::TZ_ERR_INVALID_ARGUMENT,
+        "options.struct_size",
     );
     o.struct_size = std::mem::size_of::<tz_options>();
     o.max_latency_ms = 250;
     // A store's bound on a stream without a store.
     o.store_timeout_s = 5;
-    assert_eq!(
-        tz_create_with(&c, std::ptr::null(), &o, &mut s),
-        tz_status::TZ_ERR_CONFIG as i32
-    );
-    assert!(
-        last_error().contains("options.store_timeout_s"),
-        "{}",
-        last_error()
+    assert_refused(
+        create_with(&c, &o),
+        tz_status::TZ_ERR_CONFIG,
+        "options.store_timeout_s",
     );
     // A program built against 0.5 to 0.8 passes 24 bytes: what lies past
     // them is not read.
     o.struct_size = 24;
-    assert_eq!(
-        tz_create_with(&c, std::ptr::null(), &o, &mut s),
-        0,
-        "{}",
-        last_error()
-    );
-    assert_eq!(tz_flush(s), 0);
-    tz_destroy(s);
+    flush_and_destroy(create_with(&c, &o));
     // With a store, the bound is judged as the JSON form's.
     let dir = tempfile::tempdir().unwrap();
     let path = cstring(dir.path().join("s.zarr").to_str().unwrap());
@@ -306,18 +290,33 @@ fn bad_options_are_refused_naming_the_field() {
     c.store_path = path.as_ptr();
     o.struct_size = std::mem::size_of::<tz_options>();
     o.store_timeout_s = 3601;
-    assert_eq!(
-        tz_create_with(&c, std::ptr::null(), &o, &mut s),
-        tz_status::TZ_ERR_CONFIG as i32
+    assert_refused(
+        create_with(&c, &o),
+        tz_status::TZ_ERR_CONFIG,
+        "store.timeout_s",
     );
-    assert!(last_error().contains("store.timeout_s"), "{}", last_error());
     o.store_timeout_s = 5;
-    assert_eq!(
-        tz_create_with(&c, std::ptr::null(), &o, &mut s),
-        0,
-        "{}",
-        last_error()
-    );
-    assert_eq!(tz_flush(s), 0);
+    flush_and_destroy(create_with(&c, &o));
+}
+
+/// tz_create_with `c` and `o`: the stream, or the status and the message.
+fn create_with(c: &tz_config, o: &tz_options) -> Result<*mut tz_stream, (i32, String)> {
+    let mut s = std::ptr::null_mut();
+    match tz_create_with(c, std::ptr::null(), o, &mut s) {
+        0 => Ok(s),
+        rc => Err((rc, last_error())),
+    }
+}
+
+/// `made` was refused with `status`, its message naming `field`.
+fn assert_refused(made: Result<*mut tz_stream, (i32, String)>, status: tz_status, field: &str) {
+    let (rc, message) = made.map(|_| ()).expect_err(field);
+    assert_eq!(rc, status as i32, "{message}");
+    assert!(message.contains(field), "{message}");
+}
+
+fn flush_and_destroy(made: Result<*mut tz_stream, (i32, String)>) {
+    let s = made.unwrap_or_else(|(_, message)| panic!("{message}"));
+    assert_eq!(tz_flush(s), 0, "{}", last_error());
     tz_destroy(s);
 }
