@@ -3,6 +3,7 @@
 //! leaves as it found them.
 
 use super::files::sync_folder;
+use super::lock::is_lock_remnant;
 use super::FsStore;
 use crate::error::{Error, Result};
 use std::fs;
@@ -82,21 +83,21 @@ pub(super) fn remove_empty_folders(root: &Path, top: &Path) {
     }
 }
 
-/// How long a folder that holds only files removed while open is tried
-/// again (see [`remove_if_empty`]).
-const UNLINKED_FILES_PATIENCE: Duration = Duration::from_millis(500);
+/// How long a folder that holds only lock remnants is tried again (see
+/// [`remove_if_empty`]).
+const REMNANTS_PATIENCE: Duration = Duration::from_millis(500);
 
 /// Removes `dir` if it is empty. The store's lock file is removed while
-/// still open (see `StoreLock`); FUSE file systems (`.fuse_hidden*`) and
-/// NFS (`.nfs*`) keep such a file under another name until it is closed and
-/// drop it a moment after the close, on their own time: a folder that
-/// holds nothing else is tried again for a short while.
+/// still open; FUSE file systems and NFS keep such a file under another
+/// name ([`is_lock_remnant`]) and drop it a moment after the close, on
+/// their own time: a folder that holds nothing else is tried again for a
+/// short while.
 fn remove_if_empty(dir: &Path) -> bool {
-    let until = Instant::now() + UNLINKED_FILES_PATIENCE;
+    let until = Instant::now() + REMNANTS_PATIENCE;
     loop {
         match fs::remove_dir(dir) {
             Ok(()) => return true,
-            Err(_) if Instant::now() < until && holds_only_unlinked_files(dir) => {
+            Err(_) if Instant::now() < until && holds_only_lock_remnants(dir) => {
                 std::thread::sleep(Duration::from_millis(10))
             }
             Err(_) => return false,
@@ -104,17 +105,12 @@ fn remove_if_empty(dir: &Path) -> bool {
     }
 }
 
-/// Whether every entry of `dir` (none included) is a file that a FUSE file
-/// system or NFS keeps for an open file already removed.
-fn holds_only_unlinked_files(dir: &Path) -> bool {
+/// Whether every entry of `dir` (none included) is a lock remnant.
+fn holds_only_lock_remnants(dir: &Path) -> bool {
     let Ok(entries) = fs::read_dir(dir) else {
         return false;
     };
-    entries.into_iter().all(|e| {
-        e.is_ok_and(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with(".fuse_hidden") || name.starts_with(".nfs")
-        })
-    })
+    entries
+        .into_iter()
+        .all(|e| e.is_ok_and(|e| is_lock_remnant(&e.file_name().to_string_lossy())))
 }

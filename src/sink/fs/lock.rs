@@ -12,6 +12,13 @@ use std::path::{Path, PathBuf};
 /// The lock file's name in the store folder. Zarr readers ignore it.
 pub const LOCK_FILE: &str = ".tiledzarr.lock";
 
+/// Whether `name` is what a FUSE file system (`.fuse_hidden*`) or NFS
+/// (`.nfs*`) keeps of a file removed while open, as the lock file is
+/// (see [`StoreLock`]'s drop), until it drops it a moment after the close.
+pub fn is_lock_remnant(name: &str) -> bool {
+    name.starts_with(".fuse_hidden") || name.starts_with(".nfs")
+}
+
 /// A held lock; released (and its file removed) on drop.
 pub struct StoreLock {
     file: File,

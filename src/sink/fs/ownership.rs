@@ -6,7 +6,7 @@
 //! leaves behind. Anything else in the folder (another array, a
 //! notes file, a symbolic link) makes `overwrite` refuse, naming it.
 
-use super::lock::LOCK_FILE;
+use super::lock::{is_lock_remnant, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::sink::StallWatch;
 use std::fs;
@@ -23,7 +23,8 @@ enum Entry {
     Chunks,
     /// A level folder with an array (or group) of its own.
     Node,
-    /// The lock file, left alone here.
+    /// The lock file, or what a FUSE file system or NFS keeps of one
+    /// removed while open until it drops it: left alone here.
     Lock,
 }
 
@@ -84,6 +85,7 @@ fn classify(path: &Path, kind: fs::FileType, root: bool) -> Result<Entry> {
             METADATA => check_metadata(path).map(|()| Entry::File),
             n if n == format!("{METADATA}{PARTIAL}") => Ok(Entry::File),
             LOCK_FILE if root => Ok(Entry::Lock),
+            n if root && is_lock_remnant(n) => Ok(Entry::Lock),
             _ => Err(foreign(path, "an unknown file")),
         };
     }
@@ -261,6 +263,23 @@ mod tests {
                 "{name}: a shard was removed"
             );
         }
+    }
+
+    #[test]
+    fn a_lock_remnant_is_left_where_the_lock_is_and_refused_elsewhere() {
+        // A stream's lock just let go on a FUSE file system or NFS.
+        let dir = tempfile::tempdir().unwrap();
+        store(dir.path());
+        fs::write(dir.path().join(".fuse_hidden0000000200000001"), b"").unwrap();
+        clear_old_store(dir.path(), &watch()).unwrap();
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1);
+        // Deeper down, no lock ever was.
+        let dir = tempfile::tempdir().unwrap();
+        store(dir.path());
+        fs::write(dir.path().join("c/0/.nfs000000000001"), b"").unwrap();
+        let e = clear_old_store(dir.path(), &watch()).unwrap_err();
+        assert!(e.to_string().contains(".nfs000000000001"), "{e}");
     }
 
     #[test]
