@@ -71,11 +71,7 @@ fn create_with_options(store: &Path) -> Result<*mut tz_stream, (i32, String)> {
     c.store_path = path.as_ptr();
     o.max_latency_ms = 50;
     o.store_timeout_s = TIMEOUT_S;
-    let mut s = std::ptr::null_mut();
-    match tz_create_with(&c, std::ptr::null(), &o, &mut s) {
-        OK => Ok(s),
-        rc => Err((rc, last_error())),
-    }
+    create_with(&c, &o)
 }
 
 const PLANE_BYTES: usize = 64 * 48 * 2;

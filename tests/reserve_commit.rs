@@ -299,15 +299,6 @@ fn bad_options_are_refused_naming_the_field() {
     flush_and_destroy(create_with(&c, &o));
 }
 
-/// tz_create_with `c` and `o`: the stream, or the status and the message.
-fn create_with(c: &tz_config, o: &tz_options) -> Result<*mut tz_stream, (i32, String)> {
-    let mut s = std::ptr::null_mut();
-    match tz_create_with(c, std::ptr::null(), o, &mut s) {
-        0 => Ok(s),
-        rc => Err((rc, last_error())),
-    }
-}
-
 /// `made` was refused with `status`, its message naming `field`.
 fn assert_refused(made: Result<*mut tz_stream, (i32, String)>, status: tz_status, field: &str) {
     let (rc, message) = made.map(|_| ()).expect_err(field);

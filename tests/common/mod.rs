@@ -58,6 +58,16 @@ pub fn cstring(s: &str) -> CString {
 }
 
 /// Creates a stream from JSON with an optional collecting callback.
+/// tz_create_with `c` and `o` (no image): the stream, or the status and
+/// the message.
+pub fn create_with(c: &tz_config, o: &tz_options) -> Result<*mut tz_stream, (i32, String)> {
+    let mut s = std::ptr::null_mut();
+    match tz_create_with(c, std::ptr::null(), o, &mut s) {
+        0 => Ok(s),
+        rc => Err((rc, last_error())),
+    }
+}
+
 pub fn create_json(json: &str, sink: Option<&Collected>) -> Result<*mut tz_stream, (i32, String)> {
     let json = cstring(json);
     let mut s = std::ptr::null_mut();
