@@ -395,7 +395,9 @@ typedef struct tz_config {
    */
   uint32_t threads;
   /**
-   * Staging memory budget in bytes (whole epochs, at least two); 0 = default.
+   * The most staging memory the stream takes, in bytes (whole epochs, at
+   * least two): it starts with two buffers and grows while the writer
+   * outruns the pipeline; 0 = default (1 GiB, or two epochs where more).
    */
   uint64_t staging_bytes;
   /**

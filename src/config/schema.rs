@@ -25,9 +25,10 @@ pub struct Config {
     /// Worker threads of the CPU backend; 0 = one per core.
     #[serde(default)]
     pub threads: u32,
-    /// Host staging memory the write path may fill before it reports busy;
-    /// it holds whole epochs, at least two. Default: two epochs or 1 GiB,
-    /// whichever is more.
+    /// The most host staging memory the write path may fill before it
+    /// reports busy; it holds whole epochs, at least two. A stream starts
+    /// with two buffers and grows towards this while the writer outruns the
+    /// pipeline. Default: two epochs or 1 GiB, whichever is more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging_bytes: Option<u64>,
     /// GPU ordinal for the GPU backend.

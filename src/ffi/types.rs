@@ -204,7 +204,9 @@ pub struct tz_config {
     pub sink_user_data: *mut c_void,
     /// CPU worker threads; 0 = one per core.
     pub threads: u32,
-    /// Staging memory budget in bytes (whole epochs, at least two); 0 = default.
+    /// The most staging memory the stream takes, in bytes (whole epochs, at
+    /// least two): it starts with two buffers and grows while the writer
+    /// outruns the pipeline; 0 = default (1 GiB, or two epochs where more).
     pub staging_bytes: u64,
     /// GPU ordinal for the GPU backend.
     pub device: u32,

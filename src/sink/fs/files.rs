@@ -26,22 +26,22 @@ pub fn write_shard(
     match flusher {
         Some(flusher) => write_temporary(key, &shard.parts())
             .and_then(|(file, tmp)| flusher.submit(file, tmp, key.to_path_buf())),
-        None => write_atomically(key, &shard.parts(), fsync, PATIENCE, &|| watch.answered()),
+        None => write_atomically(key, &shard.parts(), fsync, PATIENCE, watch),
     }
 }
 
 /// Writes `parts` to `path` through a temporary file renamed into place;
 /// with `fsync`, the file's bytes and then its folder's entry reach the
-/// disk before this returns. `refused` as in [`put_in_place`].
+/// disk before this returns. `watch` as in [`put_in_place`].
 pub fn write_atomically(
     path: &Path,
     parts: &[&[u8]],
     fsync: bool,
     patience: Duration,
-    refused: &dyn Fn(),
+    watch: &StallWatch,
 ) -> Result<()> {
     let (f, tmp) = write_temporary(path, parts)?;
-    put_in_place(f, &tmp, path, fsync, patience, refused)?;
+    put_in_place(f, &tmp, path, fsync, patience, watch)?;
     match path.parent() {
         Some(folder) if fsync => sync_folder(folder),
         _ => Ok(()),
@@ -51,14 +51,15 @@ pub fn write_atomically(
 /// Renames the temporary file `tmp` (open as `file`) to `path`, with
 /// `fsync` after flushing its bytes to the disk, waiting up to `patience`
 /// for a reader that holds `path` (see [`platform::replace_file`]; each
-/// refusal calls `refused`); on failure the temporary file is removed.
+/// refusal is an answer of the disk to `watch`); on failure the temporary
+/// file is removed.
 pub fn put_in_place(
     file: fs::File,
     tmp: &Path,
     path: &Path,
     fsync: bool,
     patience: Duration,
-    refused: &dyn Fn(),
+    watch: &StallWatch,
 ) -> Result<()> {
     let synced = if fsync {
         SYNC_CALLS.fetch_add(1, Ordering::Relaxed);
@@ -70,7 +71,7 @@ pub fn put_in_place(
     let placed = synced
         .map_err(|e| Error::io("writing", path, e))
         .and_then(|()| {
-            platform::replace_file(tmp, path, patience, refused)
+            platform::replace_file(tmp, path, patience, &|| watch.answered())
                 .map_err(|e| Error::io("renaming into place", path, e))
         });
     if placed.is_err() {

@@ -167,9 +167,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch) {
 
 /// Flushes a job's file and renames it into place; the folder it went to.
 fn flush(job: Job, watch: &StallWatch) -> Result<Option<PathBuf>> {
-    put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE, &|| {
-        watch.answered()
-    })?;
+    put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE, watch)?;
     Ok(job.path.parent().map(Path::to_path_buf))
 }
 

@@ -123,13 +123,12 @@ impl FsStore {
         if let Some(folder) = path.parent() {
             self.create_shard_folder(folder)?;
         }
-        let watch = &self.watch;
         write_atomically(
             &path,
             &[doc.json.as_bytes()],
             self.fsync,
             self.metadata_patience,
-            &|| watch.answered(),
+            &self.watch,
         )
         .map_err(|e| self.check_folder().err().unwrap_or(e))
     }

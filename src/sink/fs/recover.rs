@@ -76,9 +76,7 @@ fn recover_here(root: &Path, watch: &StallWatch) -> Result<Recovery> {
     if after != before {
         doc["shape"][0] = after.into();
         let body = serde_json::to_string_pretty(&doc).expect("a document serializes") + "\n";
-        write_atomically(&meta_path, &[body.as_bytes()], true, PATIENCE, &|| {
-            watch.answered()
-        })?;
+        write_atomically(&meta_path, &[body.as_bytes()], true, PATIENCE, watch)?;
     }
     Ok(Recovery {
         partial_files_removed: removed,
