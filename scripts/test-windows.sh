@@ -20,8 +20,9 @@
 #    tests that run there (the others are listed with the reason)
 # 5. the Python wheel for win_amd64 (abi3, maturin): its files and imports
 # 6. the release zip (scripts/package-windows.sh); the C and C++ examples
-#    built with MinGW and CMake against its find_package(TiledZarr), shared
-#    and static, run under Wine, and their stores read back on Linux by
+#    and the C++ wrapper's test program built with MinGW and CMake against
+#    its find_package(TiledZarr), shared and static, run under Wine, and
+#    their stores read back on Linux by
 #    zarr-python, tensorstore and the OME-NGFF checks
 #
 # Environment: TZ_PY, the venv's python for the read-back (default: from
@@ -258,6 +259,8 @@ for kind in shared static; do
         mkdir -p positions.raw
         wine positions.exe positions.zarr positions.raw
         wine acquire_cpp.exe cpp.zarr --frames 48 --fps 400 --width 256 --height 192
+        mkdir -p wrapper.raw
+        wine cpp_wrapper.exe wrapper.zarr wrapper.raw
     ) >"$work/ds-$kind.log" 2>&1 || { cat "$work/ds-$kind.log" >&2; exit 1; }
     "$PY" tests/readback/check_store.py --store "$bin/s.zarr" --raw "$bin/s.raw" --dtype uint16 --shape 40,300,260
     "$PY" tests/readback/check_store.py --store "$bin/cb.zarr" --raw "$bin/cb.raw" --dtype uint16 --shape 37,300,260
@@ -265,6 +268,8 @@ for kind in shared static; do
     "$PY" tests/readback/check_arrays.py --store "$bin/positions.zarr" \
         --config "$bin/positions.raw/config.json" --raw-dir "$bin/positions.raw"
     "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$bin/cpp.zarr"
+    "$PY" tests/readback/check_arrays.py --store "$bin/wrapper.zarr" \
+        --config "$bin/wrapper.raw/config.json" --raw-dir "$bin/wrapper.raw"
 done
 
 step "all passed"

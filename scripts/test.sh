@@ -19,9 +19,10 @@
 #    and moto, and run the fault matrix against both through a fault proxy)
 # 6. the header compiled standalone as C99 and C++17
 # 7. the CMake package installed to a temporary prefix; a downstream project
-#    built with find_package, shared and static; its examples run and their
-#    stores read back; pkg-config; the C examples under AddressSanitizer and
-#    UndefinedBehaviorSanitizer and one under valgrind
+#    built with find_package, shared and static; its examples and the C++
+#    wrapper's test program run and their stores read back; pkg-config; the
+#    C examples under AddressSanitizer and UndefinedBehaviorSanitizer and
+#    one under valgrind
 # 8. the Python package (scripts/test-python.sh): the wheel built with
 #    maturin, installed into a fresh venv with `pip install dist/*.whl`, its
 #    pytest suite run outside the source tree, the example script read back
@@ -290,6 +291,12 @@ run_examples() {
         --config "$out/positions.raw/config.json" --raw-dir "$out/positions.raw"
     "$bin/acquire_cpp" "$out/cpp.zarr" --frames 48 --fps 400 --width 256 --height 192
     "$PY" -c "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r'); assert a.shape == (48, 192, 256), a.shape; assert a[47].any()" "$out/cpp.zarr"
+    # The C++ wrapper's calls and errors: two cameras with dropped frames,
+    # frame metadata and reservations, read back against its input.
+    mkdir -p "$out/wrapper.raw"
+    "$bin/cpp_wrapper" "$out/wrapper.zarr" "$out/wrapper.raw"
+    "$PY" tests/readback/check_arrays.py --store "$out/wrapper.zarr" \
+        --config "$out/wrapper.raw/config.json" --raw-dir "$out/wrapper.raw"
 }
 
 for kind in shared static; do

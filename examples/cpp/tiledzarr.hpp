@@ -17,6 +17,11 @@
 //
 // set_attributes() replaces the user's attributes until the flush.
 //
+// Several arrays in one stream (positions, a plate's wells, cameras): the
+// JSON's "arrays" (with "collection" or "plate"), or a std::vector of
+// tz_array; write_to(), write_all_to(), skip(), frame_metadata() and
+// reserve() name the array by its index (array_index("A/1/0")).
+//
 // Notes:
 //  * ~Stream() calls tz_destroy and never throws. Without a prior flush(),
 //    data not yet emitted is discarded (no partial shard is written), which
@@ -40,6 +45,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tiledzarr.h"
 
@@ -116,6 +122,53 @@ public:
         }
     }
 
+    // The struct form with options (tz_create_with): the latency bound, a
+    // cap on device memory, the store's bound on a disk or server that
+    // does not answer. options from tz_options_init.
+    Stream(tz_config config, const tz_image* image, const tz_options& options,
+           ShardCallback callback = {}) {
+        if (callback) {
+            callback_ = std::make_unique<CallbackState>();
+            callback_->fn = std::move(callback);
+            config.sink = &Stream::trampoline;
+            config.sink_user_data = callback_.get();
+        }
+        int32_t rc = tz_create_with(&config, image, &options, &s_);
+        if (rc != TZ_OK) {
+            s_ = nullptr;
+            throw Error(rc, std::string("tz_create_with: ") + tz_last_error());
+        }
+    }
+
+    // A stream of several arrays from structs (tz_create_arrays): arrays[i]
+    // is the array of index i; the stream's shared settings come from
+    // arrays[0].config. With a callback, it replaces arrays[0].config's
+    // sink (leave the other arrays' sinks NULL); shards name their array
+    // (Shard::array). options: nullptr for the defaults.
+    explicit Stream(const std::vector<tz_array>& arrays, const tz_options* options = nullptr,
+                    ShardCallback callback = {}) {
+        if (arrays.empty() || arrays.size() > UINT32_MAX)
+            throw Error(TZ_ERR_INVALID_ARGUMENT,
+                        "tz_create_arrays: " + std::to_string(arrays.size()) +
+                            " arrays (1 to 2^32-1)");
+        std::vector<tz_array> given(arrays);
+        tz_config first{};
+        if (callback && !given.empty() && given[0].config) {
+            callback_ = std::make_unique<CallbackState>();
+            callback_->fn = std::move(callback);
+            first = *given[0].config;
+            first.sink = &Stream::trampoline;
+            first.sink_user_data = callback_.get();
+            given[0].config = &first;
+        }
+        int32_t rc = tz_create_arrays(given.data(), static_cast<uint32_t>(given.size()),
+                                      options, &s_);
+        if (rc != TZ_OK) {
+            s_ = nullptr;
+            throw Error(rc, std::string("tz_create_arrays: ") + tz_last_error());
+        }
+    }
+
     ~Stream() { tz_destroy(s_); }
 
     Stream(const Stream&) = delete;
@@ -167,6 +220,100 @@ public:
                                    " bytes taken");
     }
 
+    // How many arrays the stream writes; the index of the array whose key
+    // is `key` (Error TZ_ERR_INVALID_ARGUMENT naming the stream's keys when
+    // none has it; a stream of one array has the key "").
+    uint32_t array_count() const {
+        uint32_t count = 0;
+        int32_t rc = tz_array_count(s_, &count);
+        if (rc != TZ_OK) fail("tz_array_count", rc);
+        return count;
+    }
+
+    uint32_t array_index(const std::string& key) const {
+        uint32_t index = 0;
+        int32_t rc = tz_array_index(s_, key.c_str(), &index);
+        if (rc != TZ_OK) fail("tz_array_index", rc);
+        return index;
+    }
+
+    // write() and write_all() to array `array` (tz_write_to,
+    // tz_write_all_to): frames of different arrays may interleave at any
+    // frame boundary. An array that does not exist throws Error
+    // TZ_ERR_INVALID_ARGUMENT (the stream goes on).
+    std::size_t write_to(uint32_t array, const void* data, std::size_t nbytes) {
+        int64_t n = tz_write_to(s_, array, data, nbytes);
+        if (n < 0) fail("tz_write_to", static_cast<int32_t>(-n));
+        return static_cast<std::size_t>(n);
+    }
+
+    void write_all_to(uint32_t array, const void* data, std::size_t nbytes,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+        int64_t n = tz_write_all_to(s_, array, data, nbytes, static_cast<int64_t>(timeout.count()));
+        if (n < 0) fail("tz_write_all_to", static_cast<int32_t>(-n));
+        if (static_cast<std::size_t>(n) < nbytes) {
+            // As in write_all: the next write tells a full bounded array
+            // from the time running out.
+            int64_t more = tz_write_to(s_, array, static_cast<const uint8_t*>(data) + n,
+                                       nbytes - static_cast<std::size_t>(n));
+            if (more < 0) fail("tz_write_all_to", static_cast<int32_t>(-more));
+            n += more;
+        }
+        if (static_cast<std::size_t>(n) < nbytes)
+            throw TimeoutError(static_cast<std::size_t>(n),
+                               "tz_write_all_to: timed out after " +
+                                   std::to_string(timeout.count()) + " ms with " +
+                                   std::to_string(n) + " of " + std::to_string(nbytes) +
+                                   " bytes taken");
+    }
+
+    // Frames the camera dropped (tz_skip): advances array `array` by
+    // `nbytes` bytes of whole frames that read as the fill value. Returns
+    // the bytes skipped, 0 when busy (call again); Error
+    // TZ_ERR_INVALID_ARGUMENT when nbytes is not whole frames.
+    std::size_t skip(uint32_t array, std::uint64_t nbytes) {
+        int64_t n = tz_skip(s_, array, nbytes);
+        if (n < 0) fail("tz_skip", static_cast<int32_t>(-n));
+        return static_cast<std::size_t>(n);
+    }
+
+    // Records a JSON object as the metadata of frame `frame` (from 0,
+    // written or skipped already) of array `array` (tz_frame_metadata; the
+    // array's configuration asks for "frame_metadata"). Error
+    // TZ_ERR_INVALID_ARGUMENT, the stream going on, for text that is not a
+    // JSON object or too long, a frame not written yet or already handed on.
+    void frame_metadata(uint32_t array, std::uint64_t frame, const std::string& json) {
+        int32_t rc = tz_frame_metadata(s_, array, frame, json.c_str());
+        if (rc != TZ_OK) fail("tz_frame_metadata", rc);
+    }
+
+    // Free staging memory to write the next bytes of array `array` into
+    // (tz_reserve_to): a camera SDK's DMA target, saving write()'s copy.
+    // Empty (data nullptr, size 0) when no staging memory is free: call
+    // again. End it with commit(n), the bytes written (0 gives it up);
+    // until then writes are refused. flush() gives up one still open, the
+    // destructor frees it.
+    struct Reservation {
+        void* data = nullptr;
+        std::size_t size = 0;
+        explicit operator bool() const noexcept { return data != nullptr; }
+    };
+
+    Reservation reserve(uint32_t array = 0) {
+        Reservation r;
+        int32_t rc = tz_reserve_to(s_, array, &r.data, &r.size);
+        if (rc != TZ_OK) fail("tz_reserve_to", rc);
+        return r;
+    }
+
+    // Passes on the first `nbytes` bytes written into the reservation and
+    // ends it (tz_commit). More bytes than it holds throws Error
+    // TZ_ERR_INVALID_ARGUMENT and keeps the reservation: commit again.
+    void commit(std::size_t nbytes) {
+        int32_t rc = tz_commit(s_, nbytes);
+        if (rc != TZ_OK) fail("tz_commit", rc);
+    }
+
     // Pads the last partial epoch, emits every remaining shard and the final
     // metadata; blocks until done. Terminal: later writes throw
     // TZ_ERR_FINISHED; flushing again repeats the first flush's outcome.
@@ -196,8 +343,27 @@ public:
         return m;
     }
 
+    // The object store's upload counters (all zero for a folder or a
+    // callback); like metrics(), callable from any thread.
+    tz_upload_metrics upload_metrics() const {
+        tz_upload_metrics m{};
+        int32_t rc = tz_get_upload_metrics(s_, &m);
+        if (rc != TZ_OK) fail("tz_get_upload_metrics", rc);
+        return m;
+    }
+
     // "MAJOR.MINOR.PATCH" of the loaded library.
     static std::string version() { return tz_version(); }
+
+    // The memory a stream of this JSON configuration would take, without
+    // creating it (tz_estimate_memory_json); Error for a bad configuration.
+    static tz_memory_plan estimate_memory(const std::string& json) {
+        tz_memory_plan plan{};
+        int32_t rc = tz_estimate_memory_json(json.c_str(), &plan);
+        if (rc != TZ_OK)
+            throw Error(rc, std::string("tz_estimate_memory_json: ") + tz_last_error());
+        return plan;
+    }
 
     // The C handle, for calls this wrapper does not cover (still owned here).
     tz_stream* get() noexcept { return s_; }
@@ -247,6 +413,20 @@ private:
     tz_stream* s_ = nullptr;
     std::unique_ptr<CallbackState> callback_;
 };
+
+// Repairs a store whose stream was killed before its flush (tz_recover):
+// what was done. Error TZ_ERR_EXISTS while a stream holds the store,
+// TZ_ERR_IO when the disk does not answer for 60 s.
+inline tz_recovery recover(const std::string& store_path) {
+    tz_recovery r{};
+    int32_t rc = tz_recover(store_path.c_str(), &r);
+    if (rc != TZ_OK) throw Error(rc, std::string("tz_recover: ") + tz_last_error());
+    return r;
+}
+
+// Frees the memory the process keeps for its next stream
+// (tz_release_cached_memory); the bytes freed.
+inline std::uint64_t release_cached_memory() { return tz_release_cached_memory(); }
 
 }  // namespace tiledzarr
 
