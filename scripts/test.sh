@@ -328,7 +328,7 @@ gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L examples/c/stream_to_store
 "$work/pc_stream" "$work/pc.zarr" "$work/pc.raw"
 "$PY" tests/readback/check_store.py --store "$work/pc.zarr" --raw "$work/pc.raw" --dtype uint16 --shape 40,300,260
 
-step "C examples under AddressSanitizer and UndefinedBehaviorSanitizer"
+step "C examples and the C++ wrapper under AddressSanitizer and UndefinedBehaviorSanitizer"
 for ex in stream_to_store callback_sink ome_pyramid; do
     # shellcheck disable=SC2046
     gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L -g -fsanitize=address,undefined \
@@ -344,6 +344,14 @@ gcc -std=c99 "${cflags[@]}" -D_POSIX_C_SOURCE=200809L -g -fsanitize=address,unde
     -fno-sanitize-recover=all tests/c/destroy_without_flush.c $(pkg-config --cflags --libs tiledzarr) \
     -Wl,-rpath,"$prefix/lib" -o "$work/asan_destroy"
 ASAN_OPTIONS=detect_leaks=1:exitcode=23 "$work/asan_destroy" "$work/asan_destroy.zarr"
+# The C++ wrapper's test program too (its callback on a library thread, the
+# reservations, the exceptions).
+# shellcheck disable=SC2046
+g++ -std=c++17 "${cflags[@]}" -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+    tests/cpp/wrapper.cpp $(pkg-config --cflags --libs tiledzarr) -pthread \
+    -Wl,-rpath,"$prefix/lib" -o "$work/asan_wrapper"
+mkdir -p "$work/asan_wrapper.raw"
+ASAN_OPTIONS=detect_leaks=1:exitcode=23 "$work/asan_wrapper" "$work/asan_wrapper.zarr" "$work/asan_wrapper.raw"
 
 step "valgrind (no definite leaks, no errors)"
 # valgrind_check NAME PROGRAM ARGS...: one line when it passes, the whole log
