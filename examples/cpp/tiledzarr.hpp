@@ -88,15 +88,9 @@ public:
     // With a callback, every complete shard is also passed to it; without a
     // "store" in the JSON the callback is the only sink.
     explicit Stream(const std::string& json, ShardCallback callback = {}) {
-        tz_shard_sink_fn sink = nullptr;
-        void* user_data = nullptr;
-        if (callback) {
-            callback_ = std::make_unique<CallbackState>();
-            callback_->fn = std::move(callback);
-            sink = &Stream::trampoline;
-            user_data = callback_.get();
-        }
-        int32_t rc = tz_create_json(json.c_str(), sink, user_data, &s_);
+        callback_ = CallbackState::make(std::move(callback));
+        tz_shard_sink_fn sink = callback_ ? &Stream::trampoline : nullptr;
+        int32_t rc = tz_create_json(json.c_str(), sink, callback_.get(), &s_);
         if (rc != TZ_OK) {
             s_ = nullptr;
             throw Error(rc, std::string("tz_create_json: ") + tz_last_error());
@@ -109,12 +103,7 @@ public:
     // config.sink_user_data; without one, those are used as they are.
     explicit Stream(tz_config config, const tz_image* image = nullptr,
                     ShardCallback callback = {}) {
-        if (callback) {
-            callback_ = std::make_unique<CallbackState>();
-            callback_->fn = std::move(callback);
-            config.sink = &Stream::trampoline;
-            config.sink_user_data = callback_.get();
-        }
+        callback_ = CallbackState::attach(config, std::move(callback));
         int32_t rc = tz_create_image(&config, image, &s_);
         if (rc != TZ_OK) {
             s_ = nullptr;
@@ -124,20 +113,16 @@ public:
 
     // The struct form with options (tz_create_with): the latency bound, a
     // cap on device memory, the store's bound on a disk or server that
-    // does not answer. options from tz_options_init.
-    Stream(tz_config config, const tz_image* image, const tz_options& options,
-           ShardCallback callback = {}) {
-        if (callback) {
-            callback_ = std::make_unique<CallbackState>();
-            callback_->fn = std::move(callback);
-            config.sink = &Stream::trampoline;
-            config.sink_user_data = callback_.get();
-        }
-        int32_t rc = tz_create_with(&config, image, &options, &s_);
-        if (rc != TZ_OK) {
-            s_ = nullptr;
-            throw Error(rc, std::string("tz_create_with: ") + tz_last_error());
-        }
+    // does not answer. options from tz_options_init. (A function rather
+    // than a constructor, so that Stream(config, image, {}) stays what it
+    // was.)
+    static Stream with_options(tz_config config, const tz_image* image,
+                               const tz_options& options, ShardCallback callback = {}) {
+        std::unique_ptr<CallbackState> state = CallbackState::attach(config, std::move(callback));
+        tz_stream* s = nullptr;
+        int32_t rc = tz_create_with(&config, image, &options, &s);
+        if (rc != TZ_OK) throw Error(rc, std::string("tz_create_with: ") + tz_last_error());
+        return Stream(s, std::move(state));
     }
 
     // A stream of several arrays from structs (tz_create_arrays): arrays[i]
@@ -153,12 +138,9 @@ public:
                             " arrays (1 to 2^32-1)");
         std::vector<tz_array> given(arrays);
         tz_config first{};
-        if (callback && !given.empty() && given[0].config) {
-            callback_ = std::make_unique<CallbackState>();
-            callback_->fn = std::move(callback);
+        if (callback && given[0].config) {
             first = *given[0].config;
-            first.sink = &Stream::trampoline;
-            first.sink_user_data = callback_.get();
+            callback_ = CallbackState::attach(first, std::move(callback));
             given[0].config = &first;
         }
         int32_t rc = tz_create_arrays(given.data(), static_cast<uint32_t>(given.size()),
@@ -375,7 +357,30 @@ private:
         ShardCallback fn;
         std::mutex mutex;     // the message is written on a library thread
         std::string message;  // what the callback threw, first failure kept
+
+        // The state for `callback`; none without one.
+        static std::unique_ptr<CallbackState> make(ShardCallback callback) {
+            if (!callback) return nullptr;
+            auto state = std::make_unique<CallbackState>();
+            state->fn = std::move(callback);
+            return state;
+        }
+
+        // make(), with `config`'s sink replaced by the callback (left as it
+        // is without one).
+        static std::unique_ptr<CallbackState> attach(tz_config& config, ShardCallback callback) {
+            auto state = make(std::move(callback));
+            if (state) {
+                config.sink = &Stream::trampoline;
+                config.sink_user_data = state.get();
+            }
+            return state;
+        }
     };
+
+    // A stream created by with_options().
+    Stream(tz_stream* s, std::unique_ptr<CallbackState> callback) noexcept
+        : s_(s), callback_(std::move(callback)) {}
 
     static int32_t trampoline(void* user_data, const tz_shard* shard) noexcept {
         auto* state = static_cast<CallbackState*>(user_data);

@@ -186,8 +186,9 @@ void two_cameras(const std::string& store, const std::string& raw_dir) {
                  [&] { tiledzarr::recover(raw_dir); });
 }
 
-// Two arrays from structs, the shards to a callback, with options.
-void structs_and_callback() {
+// Two arrays from structs, the shards to a callback, with options; then
+// one array with options and a store beside `store`.
+void structs_and_callback(const std::string& store) {
     tz_dimension dims[3] = {{"t", 0, 2, 1}, {"y", kHeight, 32, 2}, {"x", kWidth, 16, 3}};
     tz_config config;
     tz_config_init(&config);
@@ -228,10 +229,22 @@ void structs_and_callback() {
           "the callback saw " + std::to_string(shards[0]) + " and " + std::to_string(shards[1]) +
               " shards of arrays 0 and 1, expected 2 and 2");
 
-    // A store's bound without a store is refused, naming the field.
+    // A store's bound without a store is refused, naming the field; with
+    // one it is taken.
     options.store_timeout_s = 5;
     expect_error("store_timeout_s without a store", TZ_ERR_CONFIG, "options.store_timeout_s",
-                 [&] { tiledzarr::Stream s(config, nullptr, options, count); });
+                 [&] { tiledzarr::Stream::with_options(config, nullptr, options, count); });
+    const std::string path = store + "-options.zarr";
+    config.store_path = path.c_str();
+    config.overwrite = 1;
+    tiledzarr::Stream s = tiledzarr::Stream::with_options(config, nullptr, options);
+    for (unsigned t = 0; t < 4; ++t) {
+        std::vector<uint16_t> f = frame(0, t);
+        s.write_all(f.data(), kFrameBytes);
+    }
+    s.flush();
+    check(s.metrics().shards_emitted == 2,
+          "with_options: " + std::to_string(s.metrics().shards_emitted) + " shards, expected 2");
     expect_error("no array at all", TZ_ERR_INVALID_ARGUMENT, "0 arrays",
                  [&] { tiledzarr::Stream s(std::vector<tz_array>{}, nullptr, count); });
 }
@@ -245,7 +258,7 @@ int main(int argc, char** argv) {
     }
     try {
         two_cameras(argv[1], argv[2]);
-        structs_and_callback();
+        structs_and_callback(argv[1]);
         tiledzarr::release_cached_memory();
     } catch (const Failed& f) {
         std::fprintf(stderr, "wrapper: FAILED: %s\n", f.what.c_str());
