@@ -184,22 +184,7 @@ public:
     // saying how many bytes were taken.
     void write_all(const void* data, std::size_t nbytes,
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
-        int64_t n = tz_write_all(s_, data, nbytes, static_cast<int64_t>(timeout.count()));
-        if (n < 0) fail("tz_write_all", static_cast<int32_t>(-n));
-        if (static_cast<std::size_t>(n) < nbytes) {
-            // Fewer bytes: the time ran out, or a bounded array is full (the
-            // bytes up to its end were taken); the next write tells which.
-            int64_t more = tz_write(s_, static_cast<const uint8_t*>(data) + n,
-                                    nbytes - static_cast<std::size_t>(n));
-            if (more < 0) fail("tz_write_all", static_cast<int32_t>(-more));
-            n += more;
-        }
-        if (static_cast<std::size_t>(n) < nbytes)
-            throw TimeoutError(static_cast<std::size_t>(n),
-                               "tz_write_all: timed out after " +
-                                   std::to_string(timeout.count()) + " ms with " +
-                                   std::to_string(n) + " of " + std::to_string(nbytes) +
-                                   " bytes taken");
+        write_all_named("tz_write_all", 0, data, nbytes, timeout);
     }
 
     // How many arrays the stream writes; the index of the array whose key
@@ -231,22 +216,7 @@ public:
 
     void write_all_to(uint32_t array, const void* data, std::size_t nbytes,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
-        int64_t n = tz_write_all_to(s_, array, data, nbytes, static_cast<int64_t>(timeout.count()));
-        if (n < 0) fail("tz_write_all_to", static_cast<int32_t>(-n));
-        if (static_cast<std::size_t>(n) < nbytes) {
-            // As in write_all: the next write tells a full bounded array
-            // from the time running out.
-            int64_t more = tz_write_to(s_, array, static_cast<const uint8_t*>(data) + n,
-                                       nbytes - static_cast<std::size_t>(n));
-            if (more < 0) fail("tz_write_all_to", static_cast<int32_t>(-more));
-            n += more;
-        }
-        if (static_cast<std::size_t>(n) < nbytes)
-            throw TimeoutError(static_cast<std::size_t>(n),
-                               "tz_write_all_to: timed out after " +
-                                   std::to_string(timeout.count()) + " ms with " +
-                                   std::to_string(n) + " of " + std::to_string(nbytes) +
-                                   " bytes taken");
+        write_all_named("tz_write_all_to", array, data, nbytes, timeout);
     }
 
     // Frames the camera dropped (tz_skip): advances array `array` by
@@ -401,6 +371,28 @@ private:
             if (state->message.empty()) state->message = what;
         } catch (...) {  // no memory for the message: the status still says it
         }
+    }
+
+    // write_all() and write_all_to() (tz_write_all is tz_write_all_to of
+    // array 0), `what` naming the call in errors.
+    void write_all_named(const char* what, uint32_t array, const void* data, std::size_t nbytes,
+                         std::chrono::milliseconds timeout) {
+        int64_t n = tz_write_all_to(s_, array, data, nbytes, static_cast<int64_t>(timeout.count()));
+        if (n < 0) fail(what, static_cast<int32_t>(-n));
+        if (static_cast<std::size_t>(n) < nbytes) {
+            // Fewer bytes: the time ran out, or a bounded array is full (the
+            // bytes up to its end were taken); the next write tells which.
+            int64_t more = tz_write_to(s_, array, static_cast<const uint8_t*>(data) + n,
+                                       nbytes - static_cast<std::size_t>(n));
+            if (more < 0) fail(what, static_cast<int32_t>(-more));
+            n += more;
+        }
+        if (static_cast<std::size_t>(n) < nbytes)
+            throw TimeoutError(static_cast<std::size_t>(n),
+                               std::string(what) + ": timed out after " +
+                                   std::to_string(timeout.count()) + " ms with " +
+                                   std::to_string(n) + " of " + std::to_string(nbytes) +
+                                   " bytes taken");
     }
 
     [[noreturn]] void fail(const char* what, int32_t status) const {
