@@ -245,6 +245,28 @@ void structs_and_callback(const std::string& store) {
     s.flush();
     check(s.metrics().shards_emitted == 2,
           "with_options: " + std::to_string(s.metrics().shards_emitted) + " shards, expected 2");
+
+    // A bounded array of 3 frames: write_all of 2 more after 2 takes the
+    // one that fits, then throws TZ_ERR_OVERFLOW (not TimeoutError).
+    dims[0].size = 3;
+    const std::string bounded_path = store + "-bounded.zarr";
+    config.store_path = bounded_path.c_str();
+    tiledzarr::Stream bounded(config);
+    std::vector<uint16_t> two = frame(0, 0);
+    two.insert(two.end(), two.begin(), two.end());
+    bounded.write_all(two.data(), 2 * kFrameBytes);
+    try {
+        bounded.write_all(two.data(), 2 * kFrameBytes, std::chrono::seconds(30));
+        throw Failed{"write_all past a bounded array's end: no error"};
+    } catch (const tiledzarr::TimeoutError& e) {
+        throw Failed{std::string("write_all past the end: TimeoutError, not overflow: ") + e.what()};
+    } catch (const tiledzarr::Error& e) {
+        check(e.status() == TZ_ERR_OVERFLOW,
+              std::string("write_all past the end: ") + e.what());
+    }
+    bounded.flush();
+    check(bounded.metrics().bytes_in == 3 * kFrameBytes,
+          "the bounded array took " + std::to_string(bounded.metrics().bytes_in) + " bytes");
     expect_error("no array at all", TZ_ERR_INVALID_ARGUMENT, "0 arrays",
                  [&] { tiledzarr::Stream s(std::vector<tz_array>{}, nullptr, count); });
 }
