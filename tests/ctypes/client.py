@@ -18,6 +18,12 @@ include/tiledzarr.h.
 5. The store read back with zarr-python equals the frames exactly.
 6. A sink callback (CFUNCTYPE) that fails: the stream is poisoned with
    TZ_ERR_SINK and tz_stream_last_error names the shard.
+7. Two stage positions in one stream (STORE_DIR-positions.zarr, a
+   bioformats2raw collection): tz_array_count, tz_array_index (a missing key
+   refused, naming the keys), tz_write_all_to and tz_write_to, a dropped
+   frame through tz_skip, tz_frame_metadata, an array index that does not
+   exist refused; read back with zarr-python: each position's frames (the
+   dropped one as zeros) and its frame metadata.
 
 Prints an OK line per check; exits 1 with a FAIL line at the first failure.
 """
@@ -36,6 +42,7 @@ import numpy as np
 # Status codes, as in include/tiledzarr.h (enum tz_status).
 TZ_OK = 0
 TZ_ERR_NULL_ARGUMENT = 1
+TZ_ERR_INVALID_ARGUMENT = 2
 TZ_ERR_CONFIG = 3
 TZ_ERR_OVERFLOW = 4
 TZ_ERR_FINISHED = 5
@@ -109,6 +116,12 @@ def load(path):
         "tz_flush": (C.c_int32, [TzStreamPtr]),
         "tz_destroy": (None, [TzStreamPtr]),
         "tz_get_metrics": (C.c_int32, [TzStreamPtr, C.POINTER(TzMetrics)]),
+        "tz_array_count": (C.c_int32, [TzStreamPtr, C.POINTER(C.c_uint32)]),
+        "tz_array_index": (C.c_int32, [TzStreamPtr, C.c_char_p, C.POINTER(C.c_uint32)]),
+        "tz_write_to": (C.c_int64, [TzStreamPtr, C.c_uint32, C.c_void_p, C.c_size_t]),
+        "tz_write_all_to": (C.c_int64, [TzStreamPtr, C.c_uint32, C.c_void_p, C.c_size_t, C.c_int64]),
+        "tz_skip": (C.c_int64, [TzStreamPtr, C.c_uint32, C.c_uint64]),
+        "tz_frame_metadata": (C.c_int32, [TzStreamPtr, C.c_uint32, C.c_uint64, C.c_char_p]),
     }
     for name, (restype, argtypes) in sig.items():
         f = getattr(lib, name)
@@ -195,7 +208,8 @@ def run(libpath, store):
     lib = load(libpath)
     codes, header_version = header_constants()
     if codes is not None:
-        mine = {"TZ_OK": TZ_OK, "TZ_ERR_NULL_ARGUMENT": TZ_ERR_NULL_ARGUMENT, "TZ_ERR_CONFIG": TZ_ERR_CONFIG,
+        mine = {"TZ_OK": TZ_OK, "TZ_ERR_NULL_ARGUMENT": TZ_ERR_NULL_ARGUMENT,
+                "TZ_ERR_INVALID_ARGUMENT": TZ_ERR_INVALID_ARGUMENT, "TZ_ERR_CONFIG": TZ_ERR_CONFIG,
                 "TZ_ERR_OVERFLOW": TZ_ERR_OVERFLOW, "TZ_ERR_FINISHED": TZ_ERR_FINISHED, "TZ_ERR_SINK": TZ_ERR_SINK}
         check(all(codes.get(k) == v for k, v in mine.items()), "status values match include/tiledzarr.h")
 
@@ -310,6 +324,84 @@ def run(libpath, store):
     finally:
         lib.tz_destroy(s)
     check(len(calls) == 2, "the callback ran twice (shards %s)" % calls)
+
+    several_positions(lib, store.rstrip("/\\") + "-positions.zarr")
+
+
+POSITION_FRAMES, POSITION_SHAPE = 6, (64, 48)
+
+
+def several_positions(lib, store):
+    """Two positions of a time-lapse in one stream, as a MATLAB or LabVIEW
+    program writes them: frames handed to each position's array by index,
+    position 1's frame 2 dropped, position 1's frames with metadata."""
+    dims = [{"name": "t", "size": 0, "tile": 2, "tiles_per_shard": 2},
+            {"name": "y", "size": POSITION_SHAPE[0], "tile": 32, "tiles_per_shard": 2},
+            {"name": "x", "size": POSITION_SHAPE[1], "tile": 16, "tiles_per_shard": 3}]
+    cfg = json.dumps({
+        "arrays": [{"key": "Pos0", "dtype": "uint16", "dimensions": dims},
+                   {"key": "Pos1", "dtype": "uint16", "dimensions": dims,
+                    "frame_metadata": {"max_bytes": 64}}],
+        "collection": "bioformats2raw",
+        "store": {"path": store, "overwrite": True},
+    }).encode()
+    rng = np.random.default_rng(11)
+    frames = [np.ascontiguousarray(rng.integers(100, 4000, size=(POSITION_FRAMES,) + POSITION_SHAPE)
+                                   .astype("<u2")) for _ in range(2)]
+    frame_bytes = frames[0][0].nbytes
+    s = TzStreamPtr()
+    rc = lib.tz_create_json(cfg, NO_SINK, None, C.byref(s))
+    if rc != TZ_OK:
+        raise Failure("tz_create_json of two positions = %d: %s" % (rc, text(lib.tz_last_error())))
+    metadata = []
+    try:
+        count, index = C.c_uint32(), C.c_uint32()
+        check(lib.tz_array_count(s, C.byref(count)) == TZ_OK and count.value == 2,
+              "tz_array_count = %d" % count.value)
+        check(lib.tz_array_index(s, b"Pos1", C.byref(index)) == TZ_OK and index.value == 1,
+              "tz_array_index(\"Pos1\") = %d" % index.value)
+        rc = lib.tz_array_index(s, b"Pos9", C.byref(index))
+        msg = text(lib.tz_stream_last_error(s))
+        check(rc == TZ_ERR_INVALID_ARGUMENT and "Pos1" in msg,
+              "tz_array_index(\"Pos9\") = %d (TZ_ERR_INVALID_ARGUMENT), naming the keys: %s" % (rc, msg))
+        for t in range(POSITION_FRAMES):
+            r = lib.tz_write_all_to(s, 0, frames[0][t].ctypes.data, frame_bytes, -1)
+            if r != frame_bytes:
+                raise Failure("tz_write_all_to(0) = %d: %s" % (r, text(lib.tz_stream_last_error(s))))
+            if t == 2:
+                write = lambda: lib.tz_skip(s, 1, frame_bytes)  # noqa: E731
+                frames[1][t] = 0  # the fill value, as the store reads it
+            else:
+                write = lambda: lib.tz_write_to(s, 1, frames[1][t].ctypes.data, frame_bytes)  # noqa: E731
+            while (r := write()) == 0:  # busy: retry
+                time.sleep(0.0002)
+            if r != frame_bytes:
+                raise Failure("writing position 1's frame %d = %d: %s" % (t, r, text(lib.tz_stream_last_error(s))))
+            meta = {"t": t, "dropped": t == 2}
+            rc = lib.tz_frame_metadata(s, 1, t, json.dumps(meta).encode())
+            if rc != TZ_OK:
+                raise Failure("tz_frame_metadata(1, %d) = %d: %s" % (t, rc, text(lib.tz_stream_last_error(s))))
+            metadata.append(meta)
+        check(True, "%d frames to each position by index, position 1's frame 2 through tz_skip, "
+              "its frames' metadata through tz_frame_metadata" % POSITION_FRAMES)
+        r = lib.tz_write_to(s, 2, frames[0][0].ctypes.data, frame_bytes)
+        check(r == -TZ_ERR_INVALID_ARGUMENT, "tz_write_to(2, ...) = %d (-TZ_ERR_INVALID_ARGUMENT): %s"
+              % (r, text(lib.tz_stream_last_error(s))))
+        rc = lib.tz_flush(s)
+        if rc != TZ_OK:
+            raise Failure("tz_flush of two positions = %d: %s" % (rc, text(lib.tz_stream_last_error(s))))
+    finally:
+        lib.tz_destroy(s)
+
+    import zarr
+    for i in range(2):
+        got = zarr.open_array(os.path.join(store, "Pos%d" % i, "0"), mode="r")[:]
+        check(got.shape == frames[i].shape and np.array_equal(got, frames[i]),
+              "zarr-python reads position %d's %d frames back exactly%s"
+              % (i, POSITION_FRAMES, " (frame 2 dropped: zeros)" if i else ""))
+    rows = zarr.open_array(os.path.join(store, "Pos1", "frame_metadata"), mode="r")[:]
+    got = [json.loads(bytes(r).rstrip(b"\0")) for r in rows]
+    check(got == metadata, "position 1's frame metadata reads back: %s" % got[:2])
 
 
 def main(argv):
