@@ -57,7 +57,6 @@ pub fn cstring(s: &str) -> CString {
     CString::new(s).unwrap()
 }
 
-/// Creates a stream from JSON with an optional collecting callback.
 /// tz_create_with `c` and `o` (no image): the stream, or the status and
 /// the message.
 pub fn create_with(c: &tz_config, o: &tz_options) -> Result<*mut tz_stream, (i32, String)> {
@@ -68,6 +67,7 @@ pub fn create_with(c: &tz_config, o: &tz_options) -> Result<*mut tz_stream, (i32
     }
 }
 
+/// Creates a stream from JSON with an optional collecting callback.
 pub fn create_json(json: &str, sink: Option<&Collected>) -> Result<*mut tz_stream, (i32, String)> {
     let json = cstring(json);
     let mut s = std::ptr::null_mut();
