@@ -554,7 +554,10 @@ typedef struct tz_memory_plan {
 } tz_memory_plan;
 
 /**
- * What tz_recover did to a store.
+ * What tz_recover did to a store; for a store of several arrays (an
+ * OME-Zarr image's levels, a collection's or a plate's images), the sums
+ * over its arrays. The library writes exactly these four fields, so the
+ * struct keeps its size.
  */
 typedef struct tz_recovery {
   /**
@@ -562,7 +565,8 @@ typedef struct tz_recovery {
    */
   uint64_t partial_files_removed;
   /**
-   * The store's extent along dimension 0 before and after.
+   * The extent along dimension 0 before and after (summed over the
+   * store's arrays).
    */
   uint64_t planes_before;
   uint64_t planes_after;
@@ -859,10 +863,13 @@ const char *tz_status_string(int32_t status);
 
 /**
  * Repairs a store whose stream was killed before its flush (kill -9, a
- * power cut): removes the `*.partial` files of writes cut short and, for an
- * array growing along an unbounded dimension 0, moves the extent in
- * zarr.json up to cover every complete shard row on disk. Refused while a
- * stream holds the store (TZ_ERR_EXISTS, naming its process). A disk that
+ * power cut): removes the `*.partial` files of writes cut short and, for
+ * each array growing along an unbounded dimension 0, moves the extent in
+ * its zarr.json up to cover every complete shard row on disk. The path is
+ * the store's root (an array, or a group: an OME-Zarr image, a collection,
+ * a plate, recovered with every array beneath it) or one array inside it.
+ * Refused while a stream holds the store, or the store around the path
+ * (TZ_ERR_EXISTS, naming its process). A disk that
  * answers nothing for 60 s (the default `store.timeout_s`) ends the call
  * with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
  * NULL; otherwise it receives what was done.

@@ -43,6 +43,22 @@ fn release_cached_memory() -> u64 {
     tiledzarr::release_cached_memory()
 }
 
+/// Repairs a store whose stream was killed (tiledzarr::sink::recover);
+/// what it did, by name.
+#[pyfunction]
+fn recover<'py>(py: Python<'py>, store_path: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let r = py
+        .detach(|| tiledzarr::sink::recover(&store_path))
+        .map_err(|e| errors::to_py(&e, None))?;
+    let d = PyDict::new(py);
+    d.set_item("partial_files_removed", r.partial_files_removed)?;
+    d.set_item("planes_before", r.planes_before)?;
+    d.set_item("planes_after", r.planes_after)?;
+    d.set_item("shards_beyond", r.shards_beyond)?;
+    d.set_item("arrays", r.arrays)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -51,5 +67,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
     m.add_function(wrap_pyfunction!(add_nvcomp_search_dir, m)?)?;
     m.add_function(wrap_pyfunction!(release_cached_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(recover, m)?)?;
     Ok(())
 }

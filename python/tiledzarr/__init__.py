@@ -44,6 +44,7 @@ from ._errors import (
 )
 from ._config import ConfigLike, _config_json, _json_value
 from ._native import Shard
+from ._recover import Recovery, recover
 from ._nvcomp import nvcomp_search_dirs
 
 __version__: str = _native.__version__
@@ -56,6 +57,8 @@ __all__ = [
     "MemoryPlan",
     "estimate_memory",
     "release_cached_memory",
+    "recover",
+    "Recovery",
     "nvcomp_search_dirs",
     "__version__",
     "TiledZarrError",

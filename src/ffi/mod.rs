@@ -422,10 +422,13 @@ pub extern "C" fn tz_status_string(status: i32) -> *const c_char {
 }
 
 /// Repairs a store whose stream was killed before its flush (kill -9, a
-/// power cut): removes the `*.partial` files of writes cut short and, for an
-/// array growing along an unbounded dimension 0, moves the extent in
-/// zarr.json up to cover every complete shard row on disk. Refused while a
-/// stream holds the store (TZ_ERR_EXISTS, naming its process). A disk that
+/// power cut): removes the `*.partial` files of writes cut short and, for
+/// each array growing along an unbounded dimension 0, moves the extent in
+/// its zarr.json up to cover every complete shard row on disk. The path is
+/// the store's root (an array, or a group: an OME-Zarr image, a collection,
+/// a plate, recovered with every array beneath it) or one array inside it.
+/// Refused while a stream holds the store, or the store around the path
+/// (TZ_ERR_EXISTS, naming its process). A disk that
 /// answers nothing for 60 s (the default `store.timeout_s`) ends the call
 /// with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
 /// NULL; otherwise it receives what was done.

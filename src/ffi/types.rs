@@ -280,13 +280,17 @@ pub struct tz_image {
     pub omero_json: *const c_char,
 }
 
-/// What tz_recover did to a store.
+/// What tz_recover did to a store; for a store of several arrays (an
+/// OME-Zarr image's levels, a collection's or a plate's images), the sums
+/// over its arrays. The library writes exactly these four fields, so the
+/// struct keeps its size.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_recovery {
     /// `*.partial` files (writes cut short by the crash) removed.
     pub partial_files_removed: u64,
-    /// The store's extent along dimension 0 before and after.
+    /// The extent along dimension 0 before and after (summed over the
+    /// store's arrays).
     pub planes_before: u64,
     pub planes_after: u64,
     /// Shard files in rows past the complete ones (left on disk, outside
