@@ -44,8 +44,9 @@ def collection(path) -> dict:
 
 
 # Streams the time points into both positions in turn, waits until the
-# first row of each position is on disk (its 6 shards), and kills its own
-# process at once, with the rest in flight and before any flush.
+# first row of each array is on disk (6 shards at level 0, 2 at level 1),
+# and kills its own process at once, with the rest in flight and before
+# any flush.
 CHILD = textwrap.dedent(
     """
     import json, os, pathlib, signal, sys, time
@@ -59,11 +60,12 @@ CHILD = textwrap.dedent(
     for t in range(int(sys.argv[2])):
         stream.append(data[2 * t], key="P0")
         stream.append(data[2 * t + 1], key="P1")
-    def first_row_out(key):
-        row = root / key / "0" / "c" / "0"
-        return len([f for f in row.rglob("*") if f.is_file() and f.suffix != ".partial"]) == 6
+    def first_row_out(array, shards):
+        row = root / array / "c" / "0"
+        return len([f for f in row.rglob("*") if f.is_file() and f.suffix != ".partial"]) == shards
+    arrays = [("P0/0", 6), ("P1/0", 6), ("P1/1", 2)]
     deadline = time.monotonic() + 60
-    while not all(map(first_row_out, ["P0", "P1"])) and time.monotonic() < deadline:
+    while not all(first_row_out(*a) for a in arrays) and time.monotonic() < deadline:
         time.sleep(0.001)
     print("written", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
