@@ -11,10 +11,6 @@ use tiledzarr::ffi::*;
 
 const OK: i32 = tz_status::TZ_OK as i32;
 
-fn code(s: tz_status) -> i32 {
-    s as i32
-}
-
 /// A small valid unbounded u16 config, with `extra` JSON members appended.
 fn json_with(extra: &str) -> String {
     format!(

@@ -14,10 +14,6 @@ use tiledzarr::ffi::*;
 
 const OK: i32 = tz_status::TZ_OK as i32;
 
-fn code(s: tz_status) -> i32 {
-    s as i32
-}
-
 /// The address space the memory-limited child gets.
 const LIMIT: u64 = 4 << 30;
 

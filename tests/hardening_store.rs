@@ -16,10 +16,6 @@ use tiledzarr::ffi::*;
 
 const OK: i32 = tz_status::TZ_OK as i32;
 
-fn code(s: tz_status) -> i32 {
-    s as i32
-}
-
 /// u16, 4 planes per shard row, a row of 2 x 3 shards; `extra` appended.
 fn json(path: &Path, overwrite: bool, extra: &str) -> String {
     format!(
@@ -302,15 +298,7 @@ fn child_streams_until_killed() {
 }
 
 fn recover(path: &Path) -> tz_recovery {
-    let c = cstring(path.to_str().unwrap());
-    let mut r = std::mem::MaybeUninit::<tz_recovery>::uninit();
-    assert_eq!(
-        tz_recover(c.as_ptr(), r.as_mut_ptr()),
-        OK,
-        "{}",
-        last_error()
-    );
-    unsafe { r.assume_init() }
+    recover_store(path).unwrap()
 }
 
 /// A copy of the store without the shard rows past its extent (a crash

@@ -10,10 +10,6 @@ use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use tiledzarr::ffi::*;
 
-fn code(s: tz_status) -> i32 {
-    s as i32
-}
-
 /// Two positions of unbounded time points of 2 x 24 x 20 uint16 (one time
 /// point per shard row, so each row is one frame), position 1 with a
 /// second level; at `path`.
@@ -63,23 +59,9 @@ fn write_collection(path: &Path, frames: u64, flush: bool) -> *mut tz_stream {
     s
 }
 
-fn recover(path: &Path) -> Result<tz_recovery, (i32, String)> {
-    let c = cstring(path.to_str().unwrap());
-    let mut r = tz_recovery {
-        partial_files_removed: 0,
-        planes_before: 0,
-        planes_after: 0,
-        shards_beyond: 0,
-    };
-    match tz_recover(c.as_ptr(), &mut r) {
-        0 => Ok(r),
-        rc => Err((rc, last_error())),
-    }
-}
-
 /// The status and message of a recovery that must fail.
 fn refused(path: &Path) -> (i32, String) {
-    match recover(path) {
+    match recover_store(path) {
         Ok(r) => panic!(
             "{} recovered: {} partial files removed",
             path.display(),
@@ -137,7 +119,7 @@ fn a_collection_with_a_pyramid_is_recovered_whole_from_its_root() {
     std::fs::write(root.join("zarr.json.partial"), b"{\"zarr").unwrap();
     std::fs::write(root.join(tiledzarr::sink::LOCK_FILE), b"4242\n").unwrap();
 
-    let r = recover(&root).unwrap();
+    let r = recover_store(&root).unwrap();
     assert_eq!(r.partial_files_removed, ARRAYS.len() as u64 + 1);
     assert_eq!((r.planes_before, r.planes_after), (before, after));
     assert_eq!(r.shards_beyond, 0);
@@ -148,7 +130,7 @@ fn a_collection_with_a_pyramid_is_recovered_whole_from_its_root() {
         assert!(decoded(&root.join(a)) == *whole, "{a} decodes otherwise");
     }
     // A sound store is left as it is.
-    let again = recover(&root).unwrap();
+    let again = recover_store(&root).unwrap();
     assert_eq!((again.planes_before, again.planes_after), (after, after));
 }
 
@@ -170,7 +152,7 @@ fn an_array_inside_a_store_is_recovered_alone_but_not_while_a_stream_holds_the_s
 
     // Once the stream is gone: that array only.
     let elsewhere = plant_partial(&root.join("P0/0"));
-    let r = recover(&level).unwrap();
+    let r = recover_store(&level).unwrap();
     assert_eq!(r.partial_files_removed, 1);
     assert!(!partial.exists() && elsewhere.exists());
     assert_eq!(r.planes_before, r.planes_after);
@@ -193,6 +175,6 @@ fn a_node_that_is_no_zarr_document_is_named() {
         br#"{"zarr_format": 3, "node_type": "array", "shape": [4]}"#,
     )
     .unwrap();
-    let r = recover(&root).unwrap();
+    let r = recover_store(&root).unwrap();
     assert_eq!(r.planes_before, r.planes_after);
 }

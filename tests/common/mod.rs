@@ -57,6 +57,26 @@ pub fn cstring(s: &str) -> CString {
     CString::new(s).unwrap()
 }
 
+/// A status as the C functions return it.
+pub fn code(s: tz_status) -> i32 {
+    s as i32
+}
+
+/// tz_recover of `path`: the report, or the status and the message.
+pub fn recover_store(path: &std::path::Path) -> Result<tz_recovery, (i32, String)> {
+    let c = cstring(path.to_str().unwrap());
+    let mut r = tz_recovery {
+        partial_files_removed: 0,
+        planes_before: 0,
+        planes_after: 0,
+        shards_beyond: 0,
+    };
+    match tz_recover(c.as_ptr(), &mut r) {
+        0 => Ok(r),
+        rc => Err((rc, last_error())),
+    }
+}
+
 /// tz_create_with `c` and `o` (no image): the stream, or the status and
 /// the message.
 pub fn create_with(c: &tz_config, o: &tz_options) -> Result<*mut tz_stream, (i32, String)> {
