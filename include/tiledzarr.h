@@ -867,7 +867,8 @@ const char *tz_status_string(int32_t status);
  * each array growing along an unbounded dimension 0, moves the extent in
  * its zarr.json up to cover every complete shard row on disk. The path is
  * the store's root (an array, or a group: an OME-Zarr image, a collection,
- * a plate, recovered with every array beneath it) or one array inside it.
+ * a plate, recovered with every array beneath it) or a node inside it
+ * (an image, an array), recovered alone.
  * Refused while a stream holds the store, or the store around the path
  * (TZ_ERR_EXISTS, naming its process). A disk that
  * answers nothing for 60 s (the default `store.timeout_s`) ends the call

@@ -30,7 +30,7 @@ def recover(store_path: "str | os.PathLike[str]") -> Recovery:
     short and moves each unbounded array's extent up to every complete
     shard row on disk. ``store_path`` is the store's root (an array, or an
     OME-Zarr image, collection or plate, recovered with every array beneath
-    it) or one array inside it. Raises StoreExistsError while a stream
+    it) or a node inside it (an image, an array), recovered alone. Raises StoreExistsError while a stream
     holds the store, and StoreIOError when the disk answers nothing for
     60 s (the repair then goes on once it answers)."""
     return Recovery(**_native.recover(os.fspath(store_path)))
