@@ -57,6 +57,8 @@ pub struct Metrics {
     /// Nanoseconds per stage, summed over every thread that ran it (GPU
     /// stages: device time between CUDA events).
     stage_ns: [AtomicU64; 7],
+    /// Staging memory the stream holds (see [`Snapshot::staging_bytes`]).
+    staging: AtomicU64,
     /// What an object store sink has sent (zero for other sinks).
     pub uploads: Arc<UploadCounters>,
 }
@@ -109,6 +111,14 @@ impl Metrics {
     pub fn add_time(&self, stage: Stage, d: Duration) {
         self.stage_ns[stage as usize].fetch_add(d.as_nanos() as u64, Relaxed);
     }
+    /// A staging buffer of `bytes` came to the stream.
+    pub fn staging_grew(&self, bytes: u64) {
+        self.staging.fetch_add(bytes, Relaxed);
+    }
+    /// A staging buffer of `bytes` left it (it stayed free too long).
+    pub fn staging_shrank(&self, bytes: u64) {
+        self.staging.fetch_sub(bytes, Relaxed);
+    }
     /// Runs `f` and counts its time under `stage`.
     pub fn time<T>(&self, stage: Stage, f: impl FnOnce() -> T) -> T {
         let t = Instant::now();
@@ -127,6 +137,7 @@ impl Metrics {
             bytes_uploaded: self.uploads.bytes.load(Relaxed),
             objects_uploaded: self.uploads.objects.load(Relaxed),
             uploads_in_flight: self.uploads.in_flight.load(Relaxed),
+            staging_bytes: self.staging.load(Relaxed),
         }
     }
 }
@@ -148,6 +159,11 @@ pub struct Snapshot {
     pub bytes_uploaded: u64,
     pub objects_uploaded: u64,
     pub uploads_in_flight: u64,
+    /// Staging memory the stream holds, host or page-locked: it grows
+    /// while the writer outruns the pipeline and shrinks after a pause
+    /// (see `staging_bytes` in the configuration guide); after the end,
+    /// what it held at the end.
+    pub staging_bytes: u64,
 }
 
 impl Snapshot {

@@ -292,3 +292,63 @@ fn a_pause_after_a_burst_of_rows_brings_the_extent_up_to_date() {
     s.finish().unwrap();
     assert_eq!(extent(), 40);
 }
+
+/// A writer that waits for staging memory (`write_blocking`, C's
+/// `tz_write_all`) is given no more than keeps the pipeline busy: three
+/// buffers, one being filled, one being compressed, one ahead. One that
+/// cannot wait (`write`, C's `tz_write`) grows staging to its whole budget
+/// to absorb what it writes. Both against a sink that holds the pipeline
+/// still, so that the writer outruns it.
+#[test]
+fn a_waiting_writer_takes_three_staging_buffers_and_one_that_cannot_wait_the_budget() {
+    // Epochs of 32 frames of 256 x 256 uint16 (4 MiB), buffers of 64 MiB,
+    // a budget of four.
+    let config = Config::from_json(
+        r#"{"dtype": "uint16", "backend": "cpu", "staging_bytes": 268435456,
+            "dimensions": [
+            {"size": 0, "tile": 32, "tiles_per_shard": 1},
+            {"size": 256, "tile": 32, "tiles_per_shard": 8},
+            {"size": 256, "tile": 32, "tiles_per_shard": 8}]}"#,
+    )
+    .unwrap();
+    let buffer = 64u64 << 20;
+    let epoch: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    for waits in [true, false] {
+        let (open_tx, open_rx) = mpsc::channel::<()>();
+        let open_rx = Mutex::new(open_rx);
+        // The sink holds its first shard until the test lets it go.
+        let sink = move |_: &Shard<'_>| -> tiledzarr::Result<()> {
+            let _ = open_rx.lock().unwrap().recv();
+            Ok(())
+        };
+        let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+        let mut written = 0u64;
+        let stalled_at = if waits {
+            loop {
+                let at = (written % epoch.len() as u64) as usize;
+                let wait = Some(std::time::Duration::from_millis(300));
+                let n = s.write_blocking(&epoch[at..], wait).unwrap();
+                written += n as u64;
+                if n < epoch.len() - at {
+                    break s.metrics().staging_bytes; // timed out: stalled
+                }
+                assert!(written < 16 * buffer, "never stalled");
+            }
+        } else {
+            // Growth comes on a thread of its own: retry until the
+            // budget is taken, or for at most a few seconds.
+            let start = std::time::Instant::now();
+            while s.metrics().staging_bytes < 4 * buffer && start.elapsed().as_secs() < 10 {
+                let at = (written % epoch.len() as u64) as usize;
+                written += s.write(&epoch[at..]).unwrap() as u64;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            s.metrics().staging_bytes
+        };
+        drop(open_tx); // every shard passes from now on
+        let want = if waits { 3 * buffer } else { 4 * buffer };
+        assert_eq!(stalled_at, want, "staging held (waits: {waits})");
+        let summary = s.finish().unwrap();
+        assert_eq!(summary.metrics.bytes_in, written, "nothing lost");
+    }
+}

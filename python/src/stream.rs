@@ -400,6 +400,7 @@ impl PyStream {
         }
         d.set_item("backend", kind.name())?;
         d.set_item("backend_reason", reason)?;
+        d.set_item("staging_bytes", m.staging_bytes)?;
         Ok(d)
     }
 }

@@ -107,6 +107,10 @@ class Metrics:
     backend: str
     #: Why that backend was chosen.
     backend_reason: str
+    #: Staging memory the stream holds: it grows while a writer that cannot
+    #: wait (``write``) outruns the pipeline, to three buffers for one that
+    #: waits (``append``, ``write_all``).
+    staging_bytes: int = 0
 
     @property
     def compression_ratio(self) -> float:

@@ -257,7 +257,9 @@ fn refuse_from_own_sink(what: &str, h: &tz_stream) -> Result<(), Error> {
 }
 
 /// Copies what fits of `data` into free staging memory, never waiting.
-/// Returns the bytes taken (0: busy, call again), or a negated status. A
+/// Returns the bytes taken (0: busy, call again), or a negated status.
+/// While such writes outrun the pipeline, staging grows up to
+/// `staging_bytes` to absorb them. A
 /// write may end mid-element; the next continues the byte stream. After the
 /// end of a bounded array: `-TZ_ERR_OVERFLOW`; after tz_flush:
 /// `-TZ_ERR_FINISHED`; after a failure: the failure's status, every time.
@@ -267,7 +269,10 @@ pub extern "C" fn tz_write(s: *mut tz_stream, data: *const c_void, nbytes: usize
 }
 
 /// Like tz_write, but waits for staging memory until all `nbytes` are taken
-/// or `timeout_ms` passes (negative: no limit). Returns the bytes taken:
+/// or `timeout_ms` passes (negative: no limit). A writer that waits is
+/// given no more staging than keeps the pipeline busy (three buffers, and
+/// one more per other array holding a partial epoch), not the whole
+/// `staging_bytes`: more would hold only a backlog. Returns the bytes taken:
 /// `nbytes`, or fewer when the time ran out or the end of a bounded array
 /// was reached (the next call then returns `-TZ_ERR_OVERFLOW`, as tz_write
 /// does); a negated status on error.

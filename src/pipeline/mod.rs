@@ -27,8 +27,8 @@ use crate::config::{ArraysConfig, Config, Plan, StreamConfig, Validated};
 use crate::error::{Error, Result};
 use crate::sink::{FsStore, S3Store, ShardSink, StallWatch, Tee};
 pub use handles::{Reservation, StreamStats};
-use intake::Intake;
 pub use intake::Lease;
+use intake::{Intake, Writer};
 pub use lanes::estimate;
 use parking_lot::Mutex;
 use shared::Shared;
@@ -179,8 +179,15 @@ impl Stream {
 
     /// [`Stream::try_write`] to array `array`.
     pub fn try_write_to(&mut self, array: usize, data: &[u8]) -> Result<usize> {
+        self.write_now(array, data, Writer::CannotWait)
+    }
+
+    /// What fits of `data` now, for a `writer` that waits or cannot.
+    fn write_now(&mut self, array: usize, data: &[u8], writer: Writer) -> Result<usize> {
         self.check_open()?;
-        self.intake.lock().try_write(array, data, &self.copy_pool)
+        self.intake
+            .lock()
+            .try_write(array, data, &self.copy_pool, writer)
     }
 
     /// Advances array `array` by `nbytes` bytes of whole frames without
@@ -230,7 +237,7 @@ impl Stream {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut done = 0;
         loop {
-            done += self.try_write_to(array, &data[done..])?;
+            done += self.write_now(array, &data[done..], Writer::Waits)?;
             // At the end of a bounded array, what was taken is reported now
             // and the overflow on the next call, as `try_write` does.
             let at_end = self.intake.lock().is_full(array);

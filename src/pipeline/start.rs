@@ -194,6 +194,7 @@ impl Parts {
         let lane_buffer_bytes: Vec<usize> = lanes.iter().map(|l| l.buffer_bytes).collect();
         for lane in lanes {
             let (free_tx, free_rx) = mpsc::channel();
+            shared.metrics.staging_grew(lane.staging.len() as u64);
             free_tx.send(lane.staging).expect("receiver alive");
             // The other buffers as the writer outruns the hand-off (see
             // intake/free.rs), allocated on a thread of their own.
@@ -201,6 +202,8 @@ impl Parts {
             let buffer_bytes = lane.buffer_bytes;
             if let Some(mut alloc) = lane.more_staging {
                 let free = free_tx.clone();
+                // Weak: the allocator's thread keeps no stream alive.
+                let counted = Arc::downgrade(&shared);
                 allocators.push(move || {
                     // A buffer that cannot be allocated now leaves the
                     // stream with fewer (the memory was checked at
@@ -208,6 +211,9 @@ impl Parts {
                     // never wrong.
                     for () in orders.asked.iter() {
                         let Ok(buf) = alloc(buffer_bytes) else { return };
+                        if let Some(shared) = counted.upgrade() {
+                            shared.metrics.staging_grew(buf.len() as u64);
+                        }
                         orders.made_one();
                         if free.send(buf).is_err() {
                             return; // the stream is gone
@@ -217,7 +223,8 @@ impl Parts {
             }
             free_staging.push(
                 FreeBuffers::new(free_rx, Some(growth), lane.buffers - 1)
-                    .with_budget(lane.budget_buffers),
+                    .with_budget(lane.budget_buffers)
+                    .with_metrics(shared.clone()),
             );
             free_senders.push(free_tx);
             backends.push(lane.backend);

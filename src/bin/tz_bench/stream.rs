@@ -33,6 +33,9 @@ pub struct Lifecycle {
     /// stream's creation to the end of its flush (the stream's staging,
     /// shard state and threads, as the system counts them; Linux only).
     pub rss_growth_bytes: Option<u64>,
+    /// Staging memory the stream held at its end (the library's
+    /// `staging_bytes` metric: what it grew to).
+    pub staging_bytes: u64,
 }
 
 /// The process's resident bytes (`VmRSS`), where the system tells.
@@ -115,6 +118,7 @@ pub fn run(
     let rss_growth_bytes = rss_before
         .zip(resident_bytes())
         .map(|(before, after)| after.saturating_sub(before));
+    let staging_bytes = summary.metrics.staging_bytes;
     let t = Instant::now();
     drop(stream);
     let destroy_seconds = t.elapsed().as_secs_f64();
@@ -128,6 +132,7 @@ pub fn run(
             device_bytes,
             pinned_bytes,
             rss_growth_bytes,
+            staging_bytes,
         },
     })
 }

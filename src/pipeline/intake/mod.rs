@@ -14,7 +14,7 @@ mod skip;
 pub use cursor::ArrayIntake;
 use cursor::Cursor;
 pub use frame_metadata::{compact_object, rows_held, MetadataRow};
-pub use free::FreeBuffers;
+pub use free::{FreeBuffers, Writer};
 
 use super::batches::Batch;
 use super::shared::Shared;
@@ -122,12 +122,14 @@ impl Intake {
 
     /// Copies what fits of `data` into free staging memory of array
     /// `array` (a large write shared by the threads of `pool`), without
-    /// waiting; returns the bytes taken.
+    /// waiting; returns the bytes taken. `writer` says whether the caller
+    /// waits for memory when this takes less than all.
     pub fn try_write(
         &mut self,
         array: usize,
         data: &[u8],
         pool: &rayon::ThreadPool,
+        writer: Writer,
     ) -> Result<usize> {
         self.cursor(array)?;
         if self.leased.is_some() && !data.is_empty() {
@@ -140,7 +142,7 @@ impl Intake {
         let t = Instant::now();
         let mut done = 0;
         while done < take {
-            if self.cursors[array].staging.is_none() && !self.take_free_buffer(array)? {
+            if self.cursors[array].staging.is_none() && !self.take_free_buffer(array, writer)? {
                 break;
             }
             let c = &mut self.cursors[array];
@@ -202,7 +204,9 @@ impl Intake {
             return Ok(true);
         }
         let lane = self.cursors[array].plan.lane;
-        match self.pool(lane).take_within(wait) {
+        let pool = self.pool(lane);
+        pool.set_writer(Writer::Waits);
+        match pool.take_within(wait) {
             Ok(Some(buf)) => {
                 self.start_buffer(array, buf);
                 Ok(true)
@@ -225,7 +229,9 @@ impl Intake {
         }
         let room = self.room(array, usize::MAX)?;
         self.started.get_or_insert_with(Instant::now);
-        if self.cursors[array].staging.is_none() && !self.take_free_buffer(array)? {
+        if self.cursors[array].staging.is_none()
+            && !self.take_free_buffer(array, Writer::CannotWait)?
+        {
             return Ok(None);
         }
         let c = &mut self.cursors[array];
@@ -368,9 +374,11 @@ impl Intake {
         self.leased.is_some()
     }
 
-    fn take_free_buffer(&mut self, array: usize) -> Result<bool> {
+    fn take_free_buffer(&mut self, array: usize, writer: Writer) -> Result<bool> {
         let lane = self.cursors[array].plan.lane;
-        match self.pool(lane).try_take() {
+        let pool = self.pool(lane);
+        pool.set_writer(writer);
+        match pool.try_take() {
             Ok(Some(buf)) => {
                 self.start_buffer(array, buf);
                 Ok(true)

@@ -48,7 +48,9 @@ impl Intake {
                 done += epochs * epoch_bytes;
                 continue;
             }
-            if self.cursors[array].staging.is_none() && !self.take_free_buffer(array)? {
+            if self.cursors[array].staging.is_none()
+                && !self.take_free_buffer(array, super::Writer::CannotWait)?
+            {
                 break;
             }
             let c = &mut self.cursors[array];

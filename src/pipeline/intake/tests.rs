@@ -105,7 +105,10 @@ fn a_streams_first_batches_grow_from_one_epoch_to_a_whole_buffer() {
     for piece in data.chunks(EPOCH * 3 / 2) {
         let mut done = 0;
         while done < piece.len() {
-            done += rig.intake.try_write(0, &piece[done..], &rig.pool).unwrap();
+            done += rig
+                .intake
+                .try_write(0, &piece[done..], &rig.pool, Writer::CannotWait)
+                .unwrap();
             rig.drain();
         }
     }
@@ -129,7 +132,7 @@ fn a_reservation_ends_where_its_buffer_is_handed_on() {
         let half = (EPOCH / 2).min(data.len() - at);
         at += rig
             .intake
-            .try_write(0, &data[at..at + half], &rig.pool)
+            .try_write(0, &data[at..at + half], &rig.pool, Writer::CannotWait)
             .unwrap();
         rig.drain();
         let Some(mut lease) = rig.intake.lease(0).unwrap() else {

@@ -101,6 +101,47 @@ fn a_writer_that_outruns_the_pipeline_grows_it_to_the_budget_and_no_further() {
 }
 
 #[test]
+fn a_writer_that_waits_grows_it_only_as_far_as_keeps_the_pipeline_busy() {
+    let (mut pool, free, asked) = pool(16);
+    pool.set_writer(Writer::Waits);
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf); // the pipeline is slower: none comes back
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 3, "one filled, one compressed, one ahead");
+    // Its waits ask for no more either.
+    for _ in 0..5 {
+        assert!(pool
+            .take_within(Duration::from_millis(1))
+            .ok()
+            .flatten()
+            .is_none());
+        assert_eq!(allocate(&asked, &free), 0);
+    }
+    // Two other arrays hold buffers with partial epochs: one more each.
+    pool.set_held(2);
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 5);
+    // A writer that cannot wait (a camera's burst) takes the rest.
+    pool.set_writer(Writer::CannotWait);
+    for _ in 0..20 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 16, "the whole budget");
+}
+
+#[test]
 fn past_the_budget_only_while_partial_epochs_hold_the_buffers() {
     let (pool, free, asked) = pool(8);
     let mut pool = pool.with_budget(3);
