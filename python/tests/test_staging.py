@@ -1,0 +1,57 @@
+"""Staging memory follows the writer: ``append`` and ``write_all`` wait for
+free memory and are given no more than keeps the pipeline busy; ``write``
+cannot wait, and staging grows to its budget to absorb what it writes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import tiledzarr
+from conftest import frames
+
+# Epochs of 32 frames of 256 x 256 uint16 (4 MiB), staging buffers of 64 MiB,
+# a budget of four.
+CONFIG = {
+    "dtype": "uint16",
+    "backend": "cpu",
+    "staging_bytes": 256 << 20,
+    "dimensions": [
+        {"name": "t", "size": 0, "tile": 32},
+        {"name": "y", "size": 256, "tile": 32, "tiles_per_shard": 8},
+        {"name": "x", "size": 256, "tile": 32, "tiles_per_shard": 8},
+    ],
+}
+BUFFER = 64 << 20
+
+
+@pytest.mark.parametrize("writer", ["append", "write"])
+def test_staging_grows_for_a_writer_that_cannot_wait_only(writer):
+    epoch = frames(32, (256, 256))
+    release = threading.Event()  # the sink holds the pipeline still until set
+    s = tiledzarr.Stream(CONFIG, sink=lambda shard: release.wait())
+    written = 0
+    if writer == "append":
+        with pytest.raises(tiledzarr.WriteTimeoutError) as e:
+            for _ in range(64):
+                s.append(epoch, timeout=0.3)
+                written += epoch.nbytes
+        written += e.value.bytes_written
+        want = 3 * BUFFER  # one being filled, one being compressed, one ahead
+    else:
+        data = memoryview(epoch).cast("B")
+        deadline = time.monotonic() + 10
+        while s.metrics.staging_bytes < 4 * BUFFER and time.monotonic() < deadline:
+            written += s.write(data[written % len(data) :])
+            time.sleep(0.001)
+        want = 4 * BUFFER  # the whole budget
+    held = s.metrics.staging_bytes
+    release.set()
+    assert held == want
+    # Nothing lost: every byte taken is in the stream (the flush pads the
+    # last epoch).
+    s.flush()
+    assert s.metrics.bytes_in == written
+    s.close()
