@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 9
+#define TZ_VERSION_MINOR 10
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -554,30 +554,6 @@ typedef struct tz_memory_plan {
 } tz_memory_plan;
 
 /**
- * What tz_recover did to a store; for a store of several arrays (an
- * OME-Zarr image's levels, a collection's or a plate's images), the sums
- * over its arrays. The library writes exactly these four fields, so the
- * struct keeps its size.
- */
-typedef struct tz_recovery {
-  /**
-   * `*.partial` files (writes cut short by the crash) removed.
-   */
-  uint64_t partial_files_removed;
-  /**
-   * The extent along dimension 0 before and after (summed over the
-   * store's arrays).
-   */
-  uint64_t planes_before;
-  uint64_t planes_after;
-  /**
-   * Shard files in rows past the complete ones (left on disk, outside
-   * the extent: their row was not complete).
-   */
-  uint64_t shards_beyond;
-} tz_recovery;
-
-/**
  * One array of a stream created from C structures (tz_create_arrays):
  * its key in the store, its `tz_config` (dtype, dimensions, codec) and
  * its image settings (`image` NULL: a plain array). The stream's shared
@@ -703,6 +679,30 @@ typedef struct tz_upload_metrics {
    */
   uint64_t uploads_in_flight;
 } tz_upload_metrics;
+
+/**
+ * What tz_recover did to a store; for a store of several arrays (an
+ * OME-Zarr image's levels, a collection's or a plate's images), the sums
+ * over its arrays. The library writes exactly these four fields, so the
+ * struct keeps its size.
+ */
+typedef struct tz_recovery {
+  /**
+   * `*.partial` files (writes cut short by the crash) removed.
+   */
+  uint64_t partial_files_removed;
+  /**
+   * The extent along dimension 0 before and after (summed over the
+   * store's arrays).
+   */
+  uint64_t planes_before;
+  uint64_t planes_after;
+  /**
+   * Shard files in rows past the complete ones (left on disk, outside
+   * the extent: their row was not complete).
+   */
+  uint64_t shards_beyond;
+} tz_recovery;
 
 #ifdef __cplusplus
 extern "C" {
@@ -867,22 +867,6 @@ const char *tz_last_error(void);
 const char *tz_status_string(int32_t status);
 
 /**
- * Repairs a store whose stream was killed before its flush (kill -9, a
- * power cut): removes the `*.partial` files of writes cut short and, for
- * each array growing along an unbounded dimension 0, moves the extent in
- * its zarr.json up to cover every complete shard row on disk. The path is
- * the store's root (an array, or a group: an OME-Zarr image, a collection,
- * a plate, recovered with every array beneath it) or a node inside it
- * (an image, an array), recovered alone.
- * Refused while a stream holds the store, or the store around the path
- * (TZ_ERR_EXISTS, naming its process). A disk that
- * answers nothing for 60 s (the default `store.timeout_s`) ends the call
- * with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
- * NULL; otherwise it receives what was done.
- */
-int32_t tz_recover(const char *store_path, struct tz_recovery *out);
-
-/**
  * The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).
  */
 const char *tz_version(void);
@@ -1022,6 +1006,33 @@ int32_t tz_estimate_memory_with(const struct tz_config *config,
  * bytes freed. Since 0.5.
  */
 uint64_t tz_release_cached_memory(void);
+
+/**
+ * Repairs a store whose stream was killed before its flush (kill -9, a
+ * power cut): removes the `*.partial` files of writes cut short and, for
+ * each array growing along an unbounded dimension 0, moves the extent in
+ * its zarr.json up to cover every complete shard row on disk. The path is
+ * the store's root (an array, or a group: an OME-Zarr image, a collection,
+ * a plate, recovered with every array beneath it) or a node inside it
+ * (an image, an array), recovered alone.
+ * Refused while a stream holds the store, or the store around the path
+ * (TZ_ERR_EXISTS, naming its process). A disk that
+ * answers nothing for 60 s (the default `store.timeout_s`) ends the call
+ * with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
+ * NULL; otherwise it receives what was done.
+ */
+int32_t tz_recover(const char *store_path, struct tz_recovery *out);
+
+/**
+ * tz_recover with `options` (NULL: the defaults): its `store_timeout_s`
+ * (1 to 3600; 0 = 60) bounds the wait on a disk that answers nothing, as
+ * a stream's does; its other fields do not apply. A bad
+ * `options.struct_size` is TZ_ERR_INVALID_ARGUMENT, a bound out of range
+ * TZ_ERR_CONFIG naming `options.store_timeout_s`. Since 0.10.
+ */
+int32_t tz_recover_with(const char *store_path,
+                        const struct tz_options *options,
+                        struct tz_recovery *out);
 
 /**
  * Hands the caller free staging memory to write the next bytes of the

@@ -9,7 +9,9 @@
 //! row in the store reads back as the frames written. `tz_create` on a disk
 //! already stalled fails within the bound too (given there through
 //! `tz_options.store_timeout_s`), and leaves no store once the disk
-//! answers; `tz_recover` fails after the default bound (60 s).
+//! answers; `tz_recover_with` fails after the bound its
+//! `tz_options.store_timeout_s` gives (`tz_recover` takes the default,
+//! 60 s, the same way).
 //!
 //! Needs `TZ_STALL_FS_PYTHON`, a Python with fusepy (Debian:
 //! `/usr/bin/python3` with python3-fusepy), and the right to mount FUSE
@@ -32,10 +34,6 @@ const TIMEOUT_S: u64 = 2;
 /// What the flush and destroy may take beyond `TIMEOUT_S`: the watch's
 /// wind-down (0.25 s) and a loaded machine's slack.
 const SLACK: Duration = Duration::from_secs(4);
-/// The bound of `tz_recover`: the library's default `store.timeout_s`.
-const RECOVERY_BOUND: Duration = Duration::from_secs(60);
-/// How long `tz_recover` may take before the test calls it hung.
-const RECOVERY_HUNG: Duration = Duration::from_secs(100);
 /// How long a call may take before the test calls it hung: it then opens
 /// the gate, so that the test ends either way.
 const HUNG: Duration = Duration::from_secs(40);
@@ -386,17 +384,24 @@ fn a_stalled_disk_bounds_the_create_the_flush_the_destroy_and_the_recovery() {
     let s = create_json(&json(&store), None).expect("a create once the disk answers");
     tz_destroy(s);
 
-    // The recovery on a disk that stalls: an I/O error after the default
-    // bound (60 s: tz_recover has no configuration), and the recovery ends
-    // once the disk answers.
+    // The recovery on a disk that stalls: an I/O error after the bound of
+    // its options, and the recovery ends once the disk answers.
     fs.stall();
     let path = cstring(fs.mount.join("flushed.zarr").to_str().unwrap());
-    let (rc, took) = timed_for(&fs, "tz_recover", RECOVERY_HUNG, move || {
+    let (rc, took) = timed_for(&fs, "tz_recover_with", HUNG, move || {
+        let mut o = std::mem::MaybeUninit::<tz_options>::uninit();
+        assert_eq!(tz_options_init(o.as_mut_ptr()), OK);
+        // SAFETY: initialised by tz_options_init.
+        let o = tz_options {
+            store_timeout_s: TIMEOUT_S,
+            ..unsafe { o.assume_init() }
+        };
         let mut report = std::mem::MaybeUninit::<tz_recovery>::zeroed();
-        (tz_recover(path.as_ptr(), report.as_mut_ptr()), last_error())
+        let rc = tz_recover_with(path.as_ptr(), &o, report.as_mut_ptr());
+        (rc, last_error())
     });
-    let names = ["flushed.zarr", "recovering the store"];
-    assert_gave_up("tz_recover", &rc, took, &names, RECOVERY_BOUND);
+    let names = ["flushed.zarr", "recovering the store", "store.timeout_s"];
+    assert_gave_up("tz_recover_with", &rc, took, &names, bound);
     let recovering = waiting_thread(RECOVER_THREAD);
     fs.answer();
     wait_for_end(&recovering, RECOVER_THREAD);

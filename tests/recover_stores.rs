@@ -178,3 +178,64 @@ fn a_node_that_is_no_zarr_document_is_named() {
     let r = recover_store(&root).unwrap();
     assert_eq!(r.planes_before, r.planes_after);
 }
+
+/// tz_recover_with reads its bound from `tz_options.store_timeout_s`: a
+/// bad struct or a bound out of range is refused before the store is
+/// touched; NULL options or a bound in range recover as tz_recover does.
+/// (That the bound ends the wait on a stalled disk: `tests/disk_stall.rs`.)
+#[test]
+fn recovery_with_options_checks_them_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("positions.zarr");
+    write_collection(&root, 5, true);
+    let array = root.join(ARRAYS[0]);
+    let after = extent(&array, None);
+    let before = extent(&array, Some(1));
+    let partial = plant_partial(&array);
+    // The array alone: the report is then its own.
+    let path = cstring(array.to_str().unwrap());
+    let mut report = std::mem::MaybeUninit::<tz_recovery>::zeroed();
+    let with = |o: *const tz_options, r: *mut tz_recovery| tz_recover_with(path.as_ptr(), o, r);
+
+    let mut o = std::mem::MaybeUninit::<tz_options>::uninit();
+    assert_eq!(tz_options_init(o.as_mut_ptr()), 0);
+    // SAFETY: initialised by tz_options_init.
+    let defaults = unsafe { o.assume_init() };
+    let refused = [
+        (
+            tz_options {
+                store_timeout_s: 3601,
+                ..defaults
+            },
+            tz_status::TZ_ERR_CONFIG,
+            "options.store_timeout_s",
+        ),
+        (
+            tz_options {
+                struct_size: 8,
+                ..defaults
+            },
+            tz_status::TZ_ERR_INVALID_ARGUMENT,
+            "options.struct_size",
+        ),
+    ];
+    for (o, status, names) in refused {
+        assert_eq!(with(&o, report.as_mut_ptr()), status as i32);
+        assert!(last_error().contains(names), "{}", last_error());
+        assert!(partial.exists(), "the store was touched");
+        assert_eq!(extent(&array, None), before);
+    }
+    let bounded = tz_options {
+        store_timeout_s: 5,
+        ..defaults
+    };
+    assert_eq!(with(&bounded, report.as_mut_ptr()), 0, "{}", last_error());
+    // SAFETY: written by the library on success.
+    let r = unsafe { report.assume_init() };
+    assert_eq!(r.partial_files_removed, 1);
+    assert_eq!((r.planes_before, r.planes_after), (before, after));
+    assert!(!partial.exists());
+    // NULL options: the defaults; a sound store stays as it is.
+    assert_eq!(with(std::ptr::null(), std::ptr::null_mut()), 0);
+    assert_eq!(extent(&array, None), after);
+}

@@ -421,6 +421,18 @@ inline tz_recovery recover(const std::string& store_path) {
     return r;
 }
 
+// The same, giving up on a disk that answers nothing for `timeout` (1 to
+// 3600 s; 0 or less: the default 60 s) (tz_recover_with).
+inline tz_recovery recover(const std::string& store_path, std::chrono::seconds timeout) {
+    tz_options o;
+    tz_options_init(&o);
+    o.store_timeout_s = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
+    tz_recovery r{};
+    int32_t rc = tz_recover_with(store_path.c_str(), &o, &r);
+    if (rc != TZ_OK) throw Error(rc, std::string("tz_recover_with: ") + tz_last_error());
+    return r;
+}
+
 // Frees the memory the process keeps for its next stream
 // (tz_release_cached_memory); the bytes freed.
 inline std::uint64_t release_cached_memory() { return tz_release_cached_memory(); }

@@ -43,12 +43,31 @@ fn release_cached_memory() -> u64 {
     tiledzarr::release_cached_memory()
 }
 
-/// Repairs a store whose stream was killed (tiledzarr::sink::recover);
-/// what it did, by name.
+/// Repairs a store whose stream was killed (tiledzarr::sink::recover),
+/// giving up on a disk that answers nothing for `timeout_s` (1 to 3600;
+/// `None`: the library's default); what it did, by name.
 #[pyfunction]
-fn recover<'py>(py: Python<'py>, store_path: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (store_path, timeout_s=None))]
+fn recover<'py>(
+    py: Python<'py>,
+    store_path: std::path::PathBuf,
+    timeout_s: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let bound = match timeout_s {
+        None => None,
+        Some(t @ 1..=3600) => Some(std::time::Duration::from_secs(t)),
+        Some(t) => {
+            let rule = format!("must be 1 to 3600 seconds, got {t}");
+            let e =
+                tiledzarr::Error::Config(tiledzarr::config::ConfigError::new("timeout_s", rule));
+            return Err(errors::to_py(&e, None));
+        }
+    };
     let r = py
-        .detach(|| tiledzarr::sink::recover(&store_path))
+        .detach(|| match bound {
+            Some(bound) => tiledzarr::sink::recover_within(&store_path, bound),
+            None => tiledzarr::sink::recover(&store_path),
+        })
         .map_err(|e| errors::to_py(&e, None))?;
     let d = PyDict::new(py);
     d.set_item("partial_files_removed", r.partial_files_removed)?;

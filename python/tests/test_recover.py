@@ -119,3 +119,20 @@ def test_a_store_in_use_is_refused_and_a_folder_that_is_no_store_named(tmp_path)
                 tiledzarr.recover(path)
     with pytest.raises(tiledzarr.StoreIOError, match="nothing"):
         tiledzarr.recover(tmp_path / "nothing")
+
+
+def test_the_disks_bound_is_a_keyword_checked_before_the_store_is_touched(tmp_path):
+    root = tmp_path / "done.zarr"
+    with tiledzarr.Stream(collection(root)) as stream:
+        for key in ("P0", "P1"):
+            stream.append(frames(4, FRAME), key=key)
+        stream.flush()
+    partial = root / "P0" / "0" / "c" / "9" / "0.partial"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"half a shard")
+    for bad in (0, 3601):
+        with pytest.raises(tiledzarr.ConfigError, match="timeout_s"):
+            tiledzarr.recover(root, timeout_s=bad)
+        assert partial.exists()
+    r = tiledzarr.recover(root, timeout_s=5)
+    assert r.partial_files_removed == 1 and not partial.exists()

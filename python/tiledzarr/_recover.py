@@ -24,7 +24,7 @@ class Recovery:
     arrays: int
 
 
-def recover(store_path: "str | os.PathLike[str]") -> Recovery:
+def recover(store_path: "str | os.PathLike[str]", *, timeout_s: "int | None" = None) -> Recovery:
     """Repairs a folder store whose stream was killed before its flush
     (kill -9, a power cut): removes the ``*.partial`` files of writes cut
     short and moves each unbounded array's extent up to every complete
@@ -32,5 +32,7 @@ def recover(store_path: "str | os.PathLike[str]") -> Recovery:
     OME-Zarr image, collection or plate, recovered with every array beneath
     it) or a node inside it (an image, an array), recovered alone. Raises StoreExistsError while a stream
     holds the store, and StoreIOError when the disk answers nothing for
-    60 s (the repair then goes on once it answers)."""
-    return Recovery(**_native.recover(os.fspath(store_path)))
+    ``timeout_s`` seconds (1 to 3600; default 60, a store's
+    ``store.timeout_s``; the repair then goes on once it answers);
+    ConfigError for a ``timeout_s`` out of that range."""
+    return Recovery(**_native.recover(os.fspath(store_path), timeout_s))

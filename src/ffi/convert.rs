@@ -176,6 +176,19 @@ pub fn apply_options(config: &mut Config, o: &tz_options) -> Result<()> {
     Ok(())
 }
 
+/// The bound `options.store_timeout_s` puts on a store's waits (`None`: 0,
+/// the default); an error out of 1 to 3600 s.
+pub fn store_bound(o: &tz_options) -> Result<Option<std::time::Duration>> {
+    match o.store_timeout_s {
+        0 => Ok(None),
+        t @ 1..=3600 => Ok(Some(std::time::Duration::from_secs(t))),
+        t => Err(bad(
+            "options.store_timeout_s",
+            format!("must be 1 to 3600 seconds, got {t}"),
+        )),
+    }
+}
+
 /// A struct versioned by its leading `size_t struct_size`, read up to that
 /// size over `defaults` (fields past it keep their defaults). `T`'s first
 /// field is that size; `first` is the size of the first version.

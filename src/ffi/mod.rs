@@ -16,6 +16,7 @@ mod creation;
 mod guard;
 mod metrics;
 mod options;
+mod recovery;
 mod reserve;
 mod status;
 mod types;
@@ -24,6 +25,7 @@ pub use array_list::*;
 pub use arrays::*;
 pub use metrics::*;
 pub use options::*;
+pub use recovery::*;
 pub use reserve::*;
 pub use status::tz_status;
 pub use types::*;
@@ -424,39 +426,6 @@ pub extern "C" fn tz_status_string(status: i32) -> *const c_char {
         Some(s) => s.describe().as_ptr() as *const c_char,
         None => c"unknown status".as_ptr(),
     }
-}
-
-/// Repairs a store whose stream was killed before its flush (kill -9, a
-/// power cut): removes the `*.partial` files of writes cut short and, for
-/// each array growing along an unbounded dimension 0, moves the extent in
-/// its zarr.json up to cover every complete shard row on disk. The path is
-/// the store's root (an array, or a group: an OME-Zarr image, a collection,
-/// a plate, recovered with every array beneath it) or a node inside it
-/// (an image, an array), recovered alone.
-/// Refused while a stream holds the store, or the store around the path
-/// (TZ_ERR_EXISTS, naming its process). A disk that
-/// answers nothing for 60 s (the default `store.timeout_s`) ends the call
-/// with TZ_ERR_IO; the repair goes on once the disk answers. `out` may be
-/// NULL; otherwise it receives what was done.
-#[no_mangle]
-pub extern "C" fn tz_recover(store_path: *const c_char, out: *mut tz_recovery) -> i32 {
-    guard("tz_recover", None, status_of, || {
-        // SAFETY: NULL or a NUL-terminated string, by the C contract.
-        let path = unsafe { convert::read_str(store_path, "store_path") }?
-            .ok_or(Error::NullArgument("store_path"))?;
-        let r = crate::sink::recover(std::path::Path::new(&path))?;
-        if !out.is_null() {
-            let report = tz_recovery {
-                partial_files_removed: r.partial_files_removed,
-                planes_before: r.planes_before,
-                planes_after: r.planes_after,
-                shards_beyond: r.shards_beyond,
-            };
-            // SAFETY: non-NULL; the caller provides a writable tz_recovery.
-            unsafe { out.write(report) };
-        }
-        Ok(tz_status::TZ_OK as i32)
-    })
 }
 
 /// The library version, "MAJOR.MINOR.PATCH" (also TZ_VERSION_* in the header).

@@ -11,7 +11,7 @@ mod stall;
 pub use attributes::SharedAttributes;
 #[doc(hidden)]
 pub use fs::sync_calls as fs_sync_calls;
-pub use fs::{recover, FsStore, Recovery, LOCK_FILE};
+pub use fs::{recover, recover_within, FsStore, Recovery, LOCK_FILE};
 pub use object::S3Store;
 pub use stall::StallWatch;
 

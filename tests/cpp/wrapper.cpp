@@ -184,6 +184,12 @@ void two_cameras(const std::string& store, const std::string& raw_dir) {
               " planes, " + std::to_string(r.partial_files_removed) + " partial files");
     expect_error("recover of a folder without zarr.json", TZ_ERR_IO, "zarr.json",
                  [&] { tiledzarr::recover(raw_dir); });
+    // With the disk's bound (tz_recover_with): the same, and a bound out of
+    // range refused naming it.
+    r = tiledzarr::recover(store + "/cam1/0", std::chrono::seconds(5));
+    check(r.planes_before == kFrames && r.planes_after == kFrames, "recover with a bound");
+    expect_error("recover with a bound past an hour", TZ_ERR_CONFIG, "store_timeout_s",
+                 [&] { tiledzarr::recover(store + "/cam1/0", std::chrono::hours(2)); });
 }
 
 // Two arrays from structs, the shards to a callback, with options; then

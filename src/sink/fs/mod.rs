@@ -21,7 +21,7 @@ mod recover;
 mod writers;
 
 pub use lock::LOCK_FILE;
-pub use recover::{recover, Recovery};
+pub use recover::{recover, recover_within, Recovery};
 
 use super::images::Images;
 use super::{ShardProgress, ShardSink, SharedAttributes, StallWatch, StreamHooks};

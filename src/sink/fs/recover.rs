@@ -17,6 +17,7 @@ use crate::sink::StallWatch;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What [`recover`] did; for a store of several arrays, the sums over
 /// its arrays.
@@ -48,7 +49,17 @@ fn invalid(path: &Path, why: &str) -> Error {
 /// the call returns an error and the recovery goes on once the disk
 /// answers.
 pub fn recover(root: &Path) -> Result<Recovery> {
-    let watch = Arc::new(StallWatch::with_default_bound(root.to_path_buf()));
+    recover_watched(root, StallWatch::with_default_bound(root.to_path_buf()))
+}
+
+/// [`recover`], giving up on a disk that answers nothing for `bound` (a
+/// store's `store.timeout_s`).
+pub fn recover_within(root: &Path, bound: Duration) -> Result<Recovery> {
+    recover_watched(root, StallWatch::new(bound, root.to_path_buf()))
+}
+
+fn recover_watched(root: &Path, watch: StallWatch) -> Result<Recovery> {
+    let watch = Arc::new(watch);
     let (root, theirs) = (root.to_path_buf(), watch.clone());
     let task = Task {
         thread: "tz-store-repair",
