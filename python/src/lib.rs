@@ -53,16 +53,10 @@ fn recover<'py>(
     store_path: std::path::PathBuf,
     timeout_s: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let bound = match timeout_s {
-        None => None,
-        Some(t @ 1..=3600) => Some(std::time::Duration::from_secs(t)),
-        Some(t) => {
-            let rule = format!("must be 1 to 3600 seconds, got {t}");
-            let e =
-                tiledzarr::Error::Config(tiledzarr::config::ConfigError::new("timeout_s", rule));
-            return Err(errors::to_py(&e, None));
-        }
-    };
+    let bound = timeout_s
+        .map(|t| tiledzarr::config::store_timeout("timeout_s", t))
+        .transpose()
+        .map_err(|e| errors::to_py(&tiledzarr::Error::Config(e), None))?;
     let r = py
         .detach(|| match bound {
             Some(bound) => tiledzarr::sink::recover_within(&store_path, bound),

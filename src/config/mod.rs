@@ -35,4 +35,4 @@ pub use schema::{
     Multiscale, Ome, OmeSettings, Shuffle, Store, MAX_FRAME_METADATA_BYTES,
 };
 pub use store_url::{check_endpoint, ObjectUrl};
-pub use validate::{Validated, BLOSC_LEVELS, GZIP_LEVELS, MAX_THREADS, ZSTD_LEVELS};
+pub use validate::{store_timeout, Validated, BLOSC_LEVELS, GZIP_LEVELS, MAX_THREADS, ZSTD_LEVELS};

@@ -171,14 +171,26 @@ fn check_max_latency(ms: Option<u64>) -> Result<std::time::Duration, ConfigError
     Ok(std::time::Duration::from_millis(ms))
 }
 
+/// The longest wait on a store's disk or server accepted: an hour.
+pub const MAX_STORE_TIMEOUT_S: u64 = 3600;
+
+/// `timeout_s` seconds as a store's bound on a disk or server that answers
+/// nothing; an error naming `field` out of 1 to [`MAX_STORE_TIMEOUT_S`].
+pub fn store_timeout(field: &str, timeout_s: u64) -> Result<std::time::Duration, ConfigError> {
+    if !(1..=MAX_STORE_TIMEOUT_S).contains(&timeout_s) {
+        return Err(ConfigError::new(
+            field,
+            format!("must be 1 to {MAX_STORE_TIMEOUT_S} seconds, got {timeout_s}"),
+        ));
+    }
+    Ok(std::time::Duration::from_secs(timeout_s))
+}
+
 /// A store is a folder or an object store URL, not both.
 fn check_store(store: &Store) -> Result<(), ConfigError> {
     let has_path = !store.path.as_os_str().is_empty();
-    if let Some(t) = store.timeout_s.filter(|t| !(1..=3600).contains(t)) {
-        return Err(ConfigError::new(
-            "store.timeout_s",
-            format!("must be 1 to 3600 seconds, got {t}"),
-        ));
+    if let Some(t) = store.timeout_s {
+        store_timeout("store.timeout_s", t)?;
     }
     match &store.url {
         None if !has_path => Err(ConfigError::new(

@@ -177,15 +177,14 @@ pub fn apply_options(config: &mut Config, o: &tz_options) -> Result<()> {
 }
 
 /// The bound `options.store_timeout_s` puts on a store's waits (`None`: 0,
-/// the default); an error out of 1 to 3600 s.
+/// the default).
 pub fn store_bound(o: &tz_options) -> Result<Option<std::time::Duration>> {
     match o.store_timeout_s {
         0 => Ok(None),
-        t @ 1..=3600 => Ok(Some(std::time::Duration::from_secs(t))),
-        t => Err(bad(
+        t => Ok(Some(crate::config::store_timeout(
             "options.store_timeout_s",
-            format!("must be 1 to 3600 seconds, got {t}"),
-        )),
+            t,
+        )?)),
     }
 }
 
