@@ -193,14 +193,7 @@ fn recovery_with_options_checks_them_and_recovers() {
     let before = extent(&array, Some(1));
     let partial = plant_partial(&array);
     // The array alone: the report is then its own.
-    let path = cstring(array.to_str().unwrap());
-    let mut report = std::mem::MaybeUninit::<tz_recovery>::zeroed();
-    let with = |o: *const tz_options, r: *mut tz_recovery| tz_recover_with(path.as_ptr(), o, r);
-
-    let mut o = std::mem::MaybeUninit::<tz_options>::uninit();
-    assert_eq!(tz_options_init(o.as_mut_ptr()), 0);
-    // SAFETY: initialised by tz_options_init.
-    let defaults = unsafe { o.assume_init() };
+    let defaults = default_options();
     let refused = [
         (
             tz_options {
@@ -220,8 +213,11 @@ fn recovery_with_options_checks_them_and_recovers() {
         ),
     ];
     for (o, status, names) in refused {
-        assert_eq!(with(&o, report.as_mut_ptr()), status as i32);
-        assert!(last_error().contains(names), "{}", last_error());
+        let Err((rc, message)) = recover_store_with(&array, Some(&o)) else {
+            panic!("recovered with {names} out of range");
+        };
+        assert_eq!(rc, status as i32);
+        assert!(message.contains(names), "{message}");
         assert!(partial.exists(), "the store was touched");
         assert_eq!(extent(&array, None), before);
     }
@@ -229,13 +225,16 @@ fn recovery_with_options_checks_them_and_recovers() {
         store_timeout_s: 5,
         ..defaults
     };
-    assert_eq!(with(&bounded, report.as_mut_ptr()), 0, "{}", last_error());
-    // SAFETY: written by the library on success.
-    let r = unsafe { report.assume_init() };
+    let r = recover_store_with(&array, Some(&bounded)).unwrap();
     assert_eq!(r.partial_files_removed, 1);
     assert_eq!((r.planes_before, r.planes_after), (before, after));
     assert!(!partial.exists());
-    // NULL options: the defaults; a sound store stays as it is.
-    assert_eq!(with(std::ptr::null(), std::ptr::null_mut()), 0);
+    // NULL options (and no report): the defaults; a sound store stays as
+    // it is.
+    let path = cstring(array.to_str().unwrap());
+    assert_eq!(
+        tz_recover_with(path.as_ptr(), std::ptr::null(), std::ptr::null_mut()),
+        0
+    );
     assert_eq!(extent(&array, None), after);
 }

@@ -58,10 +58,7 @@ fn recover<'py>(
         .transpose()
         .map_err(|e| errors::to_py(&tiledzarr::Error::Config(e), None))?;
     let r = py
-        .detach(|| match bound {
-            Some(bound) => tiledzarr::sink::recover_within(&store_path, bound),
-            None => tiledzarr::sink::recover(&store_path),
-        })
+        .detach(|| tiledzarr::sink::recover_within(&store_path, bound))
         .map_err(|e| errors::to_py(&e, None))?;
     let d = PyDict::new(py);
     d.set_item("partial_files_removed", r.partial_files_removed)?;

@@ -55,10 +55,7 @@ fn recover_impl(
         .map(|o| convert::store_bound(&o))
         .transpose()?
         .flatten();
-    let r = match bound {
-        Some(bound) => crate::sink::recover_within(path, bound)?,
-        None => crate::sink::recover(path)?,
-    };
+    let r = crate::sink::recover_within(path, bound)?;
     if !out.is_null() {
         let report = tz_recovery {
             partial_files_removed: r.partial_files_removed,

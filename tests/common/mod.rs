@@ -64,6 +64,14 @@ pub fn code(s: tz_status) -> i32 {
 
 /// tz_recover of `path`: the report, or the status and the message.
 pub fn recover_store(path: &std::path::Path) -> Result<tz_recovery, (i32, String)> {
+    recover_store_with(path, None)
+}
+
+/// tz_recover_with of `path` and `options` (`None`: NULL).
+pub fn recover_store_with(
+    path: &std::path::Path,
+    options: Option<&tz_options>,
+) -> Result<tz_recovery, (i32, String)> {
     let c = cstring(path.to_str().unwrap());
     let mut r = tz_recovery {
         partial_files_removed: 0,
@@ -71,10 +79,19 @@ pub fn recover_store(path: &std::path::Path) -> Result<tz_recovery, (i32, String
         planes_after: 0,
         shards_beyond: 0,
     };
-    match tz_recover(c.as_ptr(), &mut r) {
+    let o = options.map_or(std::ptr::null(), |o| o as *const tz_options);
+    match tz_recover_with(c.as_ptr(), o, &mut r) {
         0 => Ok(r),
         rc => Err((rc, last_error())),
     }
+}
+
+/// `tz_options` as tz_options_init fills them.
+pub fn default_options() -> tz_options {
+    let mut o = std::mem::MaybeUninit::<tz_options>::uninit();
+    assert_eq!(tz_options_init(o.as_mut_ptr()), 0);
+    // SAFETY: initialised by tz_options_init.
+    unsafe { o.assume_init() }
 }
 
 /// tz_create_with `c` and `o` (no image): the stream, or the status and

@@ -49,17 +49,17 @@ fn invalid(path: &Path, why: &str) -> Error {
 /// the call returns an error and the recovery goes on once the disk
 /// answers.
 pub fn recover(root: &Path) -> Result<Recovery> {
-    recover_watched(root, StallWatch::with_default_bound(root.to_path_buf()))
+    recover_within(root, None)
 }
 
 /// [`recover`], giving up on a disk that answers nothing for `bound` (a
-/// store's `store.timeout_s`).
-pub fn recover_within(root: &Path, bound: Duration) -> Result<Recovery> {
-    recover_watched(root, StallWatch::new(bound, root.to_path_buf()))
-}
-
-fn recover_watched(root: &Path, watch: StallWatch) -> Result<Recovery> {
-    let watch = Arc::new(watch);
+/// store's `store.timeout_s`; `None`: the default).
+pub fn recover_within(root: &Path, bound: Option<Duration>) -> Result<Recovery> {
+    let store = root.to_path_buf();
+    let watch = Arc::new(match bound {
+        Some(bound) => StallWatch::new(bound, store),
+        None => StallWatch::with_default_bound(store),
+    });
     let (root, theirs) = (root.to_path_buf(), watch.clone());
     let task = Task {
         thread: "tz-store-repair",
