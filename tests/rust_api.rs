@@ -294,13 +294,16 @@ fn a_pause_after_a_burst_of_rows_brings_the_extent_up_to_date() {
 }
 
 /// A writer that waits for staging memory (`write_blocking`, C's
-/// `tz_write_all`) is given no more than keeps the pipeline busy: three
-/// buffers, one being filled, one being compressed, one ahead. One that
-/// cannot wait (`write`, C's `tz_write`) grows staging to its whole budget
-/// to absorb what it writes. Both against a sink that holds the pipeline
-/// still, so that the writer outruns it.
+/// `tz_write_all`) is given no more than keeps the pipeline busy: two
+/// buffers (one being filled, one being compressed), and one ahead if the
+/// pipeline was found waiting for the writer before the sink held it (on a
+/// busy machine the writer may be the slower at first; the pool's own
+/// tests give each pattern of waits its exact count). One that cannot wait
+/// (`write`, C's `tz_write`) grows staging to its whole budget to absorb
+/// what it writes. Both against a sink that holds the pipeline still, so
+/// that the writer outruns it.
 #[test]
-fn a_waiting_writer_takes_three_staging_buffers_and_one_that_cannot_wait_the_budget() {
+fn a_waiting_writer_takes_what_keeps_the_pipeline_busy_and_one_that_cannot_wait_the_budget() {
     // Epochs of 32 frames of 256 x 256 uint16 (4 MiB), buffers of 64 MiB,
     // a budget of four.
     let config = Config::from_json(
@@ -346,8 +349,15 @@ fn a_waiting_writer_takes_three_staging_buffers_and_one_that_cannot_wait_the_bud
             s.metrics().staging_bytes
         };
         drop(open_tx); // every shard passes from now on
-        let want = if waits { 3 * buffer } else { 4 * buffer };
-        assert_eq!(stalled_at, want, "staging held (waits: {waits})");
+        let want = if waits {
+            2 * buffer..=3 * buffer
+        } else {
+            4 * buffer..=4 * buffer
+        };
+        assert!(
+            want.contains(&stalled_at),
+            "staging held (waits: {waits}): {stalled_at} bytes"
+        );
         let summary = s.finish().unwrap();
         assert_eq!(summary.metrics.bytes_in, written, "nothing lost");
     }

@@ -16,13 +16,24 @@
 //! (`tz_write`, `tz_reserve`: a camera whose frames would be lost) takes
 //! the whole budget, which absorbs a burst. One that waits for free memory
 //! (`tz_write_all`, the Python `append`, the C++ `write_all`) grows it no
-//! further than that writer would keep the pipeline busy with: three
-//! buffers, and one more per other array holding one. More would not
-//! compress its frames sooner, as the pipeline takes them no faster, but
-//! would cost the faults of memory that only holds a backlog: on two
-//! cores, a fresh process's first stream of 0.27 GB written at once ran
-//! about a tenth slower with its staging grown to the whole acquisition
-//! than with three buffers.
+//! further than keeps the pipeline busy, plus one buffer per other array
+//! holding one:
+//! - two buffers (one being filled, one being compressed) while one side
+//!   is the faster: a writer that always finds its next buffer still
+//!   being compressed is held back by the pipeline, and one that always
+//!   finds it free holds the pipeline back, and in neither case would a
+//!   buffer ahead make the stream end sooner;
+//! - three once each side has waited for the other (once the pipeline
+//!   has given a buffer back, one take found none free, and another found
+//!   nothing in the pipeline but the buffer just handed on): the two run
+//!   at about the same rate, and a buffer ahead absorbs their turns.
+//!
+//! More would not compress the frames sooner, but would cost the faults
+//! of memory that only holds a backlog: on two cores, a fresh process's
+//! first stream of 0.27 GB written at once ran about a tenth slower with
+//! its staging grown to the whole acquisition than with three buffers,
+//! and a further 7% slower (median of six processes) with three than
+//! with two.
 //! A lane of several arrays may take more than the budget, one buffer per
 //! array and two more (each array may hold a partial epoch while the
 //! others write), but only while its arrays hold so many buffers with
@@ -124,8 +135,9 @@ pub enum Writer {
 }
 
 /// The buffers a waiting writer of one array keeps the pipeline busy
-/// with: one being filled, one being compressed, one free ahead.
-const FED_BY_A_WAITING_WRITER: usize = 3;
+/// with while one side is the faster: one being filled, one being
+/// compressed.
+const FED_BY_A_WAITING_WRITER: usize = 2;
 
 pub struct FreeBuffers {
     free: Receiver<StagingBuffer>,
@@ -150,6 +162,17 @@ pub struct FreeBuffers {
     held: usize,
     /// How the latest take's writer takes memory.
     writer: Writer,
+    /// Buffers that came on `free`, new or given back.
+    received: usize,
+    /// Which sides a waiting writer's takes saw wait once the pipeline
+    /// had given a buffer back (before, every take is of a new one and
+    /// says nothing of which side is the faster): the writer (no buffer
+    /// free), the pipeline (nothing in it but the buffer just handed on).
+    writer_waited: bool,
+    pipeline_waited: bool,
+    /// Whether the writer has tried for a buffer and found none since its
+    /// latest take.
+    missed: bool,
     /// Whose metrics count the buffers that go.
     shared: Option<Arc<Shared>>,
     /// The watch for buffers that stay free.
@@ -181,6 +204,10 @@ impl FreeBuffers {
             past_budget: false,
             held: 0,
             writer: Writer::CannotWait,
+            received: 0,
+            writer_waited: false,
+            pipeline_waited: false,
+            missed: false,
             shared: None,
             idle: IdleWatch {
                 window: SHRINK_WINDOW,
@@ -229,7 +256,9 @@ impl FreeBuffers {
     /// A free buffer, without waiting (`None`: none is free now).
     pub fn try_take(&mut self) -> Result<Option<StagingBuffer>, Gone> {
         self.collect()?;
+        let free = self.ready.len();
         let taken = self.ready.pop_front();
+        self.note_take(taken.is_some(), free);
         self.shrink_if_idle(Instant::now());
         self.look_ahead()?;
         Ok(taken)
@@ -243,6 +272,8 @@ impl FreeBuffers {
         match self.free.recv_timeout(wait) {
             Ok(buf) => {
                 self.idle.fewest_free = 0;
+                self.received += 1;
+                self.note_take(true, 0);
                 self.look_ahead()?;
                 Ok(Some(buf))
             }
@@ -267,12 +298,62 @@ impl FreeBuffers {
             // In short turns: an allocator's thread that gives up says so
             // only by ending.
             match self.free.recv_timeout(left.min(ALLOCATOR_CHECK)) {
-                Ok(buf) => self.ready.push_back(buf),
+                Ok(buf) => {
+                    self.received += 1;
+                    self.ready.push_back(buf);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Err(Gone),
             }
         }
         Ok(())
+    }
+
+    /// Notes a try for a buffer (`got` one or not, `free` of them free
+    /// before it). A take after a miss kept the writer waiting; one at the
+    /// first try with nothing in the pipeline but the buffer just handed on
+    /// found the pipeline waiting for the writer. Each is noted for a
+    /// waiting writer once the pipeline has given a buffer back.
+    fn note_take(&mut self, got: bool, free: usize) {
+        if !got {
+            self.missed = true;
+            return;
+        }
+        if self.writer == Writer::Waits && self.given_back() {
+            if self.missed {
+                self.writer_waited = true;
+            } else if self.in_pipeline(free) <= 1 {
+                self.pipeline_waited = true;
+            }
+        }
+        self.missed = false;
+    }
+
+    /// Whether the pipeline has given a buffer back: more came on `free`
+    /// than the first and those the allocator made.
+    fn given_back(&self) -> bool {
+        let made = self.grow.as_ref().map_or(self.asked, Growth::made);
+        self.received > 1 + made
+    }
+
+    /// Buffers the pipeline has (compressing or queued) when `free` are
+    /// free and the taker holds none: all that were made but the free ones
+    /// and those other arrays hold.
+    fn in_pipeline(&self, free: usize) -> usize {
+        let unmade = self
+            .grow
+            .as_ref()
+            .map_or(0, |g| self.asked.saturating_sub(g.made()));
+        self.had
+            .saturating_sub(unmade)
+            .saturating_sub(free)
+            .saturating_sub(self.held)
+    }
+
+    /// The buffers a waiting writer keeps the pipeline busy with (see the
+    /// module's comment), besides those other arrays hold.
+    fn fed_by_a_waiting_writer(&self) -> usize {
+        FED_BY_A_WAITING_WRITER + usize::from(self.writer_waited && self.pipeline_waited)
     }
 
     /// When the allocator's thread has ended with buffers asked of it and
@@ -303,7 +384,10 @@ impl FreeBuffers {
     fn collect(&mut self) -> Result<(), Gone> {
         loop {
             match self.free.try_recv() {
-                Ok(buf) => self.ready.push_back(buf),
+                Ok(buf) => {
+                    self.received += 1;
+                    self.ready.push_back(buf);
+                }
                 Err(TryRecvError::Empty) => return Ok(()),
                 Err(TryRecvError::Disconnected) => return Err(Gone),
             }
@@ -354,7 +438,7 @@ impl FreeBuffers {
         }
         // `held` counts the other arrays' buffers: the taker's is not in
         // its hands yet.
-        let fed = self.held.saturating_add(FED_BY_A_WAITING_WRITER);
+        let fed = self.held.saturating_add(self.fed_by_a_waiting_writer());
         if self.writer == Writer::Waits && self.had >= fed {
             return;
         }
