@@ -108,8 +108,9 @@ class Metrics:
     #: Why that backend was chosen.
     backend_reason: str
     #: Staging memory the stream holds: it grows while a writer that cannot
-    #: wait (``write``) outruns the pipeline, to three buffers for one that
-    #: waits (``append``, ``write_all``).
+    #: wait (``write``) outruns the pipeline, and for one that waits
+    #: (``append``, ``write_all``) to two buffers, or three once the writer
+    #: and the pipeline have each waited for the other.
     staging_bytes: int = 0
 
     @property

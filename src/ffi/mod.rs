@@ -272,8 +272,9 @@ pub extern "C" fn tz_write(s: *mut tz_stream, data: *const c_void, nbytes: usize
 
 /// Like tz_write, but waits for staging memory until all `nbytes` are taken
 /// or `timeout_ms` passes (negative: no limit). A writer that waits is
-/// given no more staging than keeps the pipeline busy (three buffers, and
-/// one more per other array holding a partial epoch), not the whole
+/// given no more staging than keeps the pipeline busy (two buffers, a third
+/// once the writer and the pipeline have each waited for the other, and one
+/// more per other array holding a partial epoch), not the whole
 /// `staging_bytes`: more would hold only a backlog. Returns the bytes taken:
 /// `nbytes`, or fewer when the time ran out or the end of a bounded array
 /// was reached (the next call then returns `-TZ_ERR_OVERFLOW`, as tz_write
