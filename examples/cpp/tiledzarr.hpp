@@ -266,6 +266,69 @@ public:
         if (rc != TZ_OK) fail("tz_commit", rc);
     }
 
+    // A reservation that ends itself (reserve_scoped): its commit(n) passes
+    // on the first n bytes written and ends it; one that goes out of scope
+    // uncommitted, as when an exception leaves the code filling it, is given
+    // up (a commit of 0 bytes), so the stream takes writes again. Empty
+    // (false, data() nullptr) when no staging memory was free. Move-only;
+    // end it with its own commit(), not the stream's, and before the stream
+    // is moved or destroyed.
+    class ScopedReservation {
+    public:
+        ScopedReservation() = default;
+        ScopedReservation(ScopedReservation&& other) noexcept { take(other); }
+        ScopedReservation& operator=(ScopedReservation&& other) noexcept {
+            if (this != &other) {
+                give_up();
+                take(other);
+            }
+            return *this;
+        }
+        ScopedReservation(const ScopedReservation&) = delete;
+        ScopedReservation& operator=(const ScopedReservation&) = delete;
+        ~ScopedReservation() { give_up(); }
+
+        void* data() const noexcept { return data_; }
+        std::size_t size() const noexcept { return size_; }
+        explicit operator bool() const noexcept { return stream_ != nullptr; }
+
+        // Throws as Stream::commit does: more bytes than it holds keep it
+        // open (commit again); an empty or ended one throws
+        // TZ_ERR_INVALID_ARGUMENT.
+        void commit(std::size_t nbytes) {
+            if (!stream_)
+                throw Error(TZ_ERR_INVALID_ARGUMENT,
+                            "commit: the reservation is empty or already ended");
+            stream_->commit(nbytes);
+            stream_ = nullptr;
+        }
+
+    private:
+        friend class Stream;
+        ScopedReservation(Stream* stream, const Reservation& r)
+            : stream_(r ? stream : nullptr), data_(r.data), size_(r.size) {}
+        void take(ScopedReservation& other) noexcept {
+            stream_ = other.stream_;
+            data_ = other.data_;
+            size_ = other.size_;
+            other.stream_ = nullptr;
+        }
+        // No throw from a destructor: a stream that failed meanwhile has
+        // said so through the call that saw it.
+        void give_up() noexcept {
+            if (stream_) (void)tz_commit(stream_->s_, 0);
+            stream_ = nullptr;
+        }
+
+        Stream* stream_ = nullptr;
+        void* data_ = nullptr;
+        std::size_t size_ = 0;
+    };
+
+    ScopedReservation reserve_scoped(uint32_t array = 0) {
+        return ScopedReservation(this, reserve(array));
+    }
+
     // Pads the last partial epoch, emits every remaining shard and the final
     // metadata; blocks until done. Terminal: later writes throw
     // TZ_ERR_FINISHED; flushing again repeats the first flush's outcome.

@@ -136,9 +136,33 @@ void two_cameras(const std::string& store, const std::string& raw_dir) {
             if (t != 6) give_metadata(t);
         }
 
-        // Camera 1: odd frames through a reservation, even ones copied.
+        // Camera 1: odd frames through a reservation (every other one a
+        // scoped one), even ones copied.
         std::vector<uint16_t> f = frame(1, t);
-        if (t % 2) {
+        if (t % 4 == 3) {
+            // A scoped reservation left by an exception is given up: the
+            // stream takes writes again, and nothing of it is kept.
+            try {
+                tiledzarr::Stream::ScopedReservation lost;
+                while (!(lost = s.reserve_scoped(cam1)))
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                std::memset(lost.data(), 0xff, kFrameBytes);
+                throw std::runtime_error("the camera failed");
+            } catch (const std::runtime_error& e) {
+                check(std::string(e.what()) == "the camera failed", e.what());
+            }
+            tiledzarr::Stream::ScopedReservation r;
+            while (!(r = s.reserve_scoped(cam1)))
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            std::memcpy(r.data(), f.data(), kFrameBytes);
+            expect_error("commit past the scoped reservation", TZ_ERR_INVALID_ARGUMENT, "",
+                         [&] { r.commit(r.size() + 1); });
+            tiledzarr::Stream::ScopedReservation moved = std::move(r);
+            check(!r && moved, "a moved scoped reservation");
+            moved.commit(kFrameBytes);  // it stayed open: commit again
+            expect_error("commit of an ended scoped reservation", TZ_ERR_INVALID_ARGUMENT,
+                         "already ended", [&] { moved.commit(kFrameBytes); });
+        } else if (t % 2) {
             tiledzarr::Stream::Reservation r;
             while (!(r = s.reserve(cam1))) std::this_thread::sleep_for(std::chrono::milliseconds(1));
             check(r.size >= kFrameBytes && r.size % kFrameBytes == 0,
