@@ -169,10 +169,11 @@ fn waiting_writer_rounds(
         in_hand = match pool.try_take().ok().flatten() {
             Some(buf) => buf,
             None => {
-                // The allocator or the pipeline gives it while the writer
-                // waits.
+                // The allocator (the first round) or the pipeline gives it
+                // while the writer waits.
                 made += allocate(&asked, &free);
-                if let Some(done) = compressing.pop_front().filter(|_| round > 0) {
+                if round > 0 {
+                    let done = compressing.pop_front().expect("one is compressing");
                     free.send(done).unwrap();
                 }
                 let waited = pool.take_within(Duration::from_secs(5));
