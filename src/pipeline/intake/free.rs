@@ -139,8 +139,29 @@ pub enum Writer {
 /// compressed.
 const FED_BY_A_WAITING_WRITER: usize = 2;
 
+/// The channel every buffer of the stream comes on (new or given back),
+/// counting them: what came beyond the new ones was given back.
+struct Incoming {
+    rx: Receiver<StagingBuffer>,
+    received: usize,
+}
+
+impl Incoming {
+    fn try_recv(&mut self) -> Result<StagingBuffer, TryRecvError> {
+        let buf = self.rx.try_recv()?;
+        self.received += 1;
+        Ok(buf)
+    }
+
+    fn recv_timeout(&mut self, wait: Duration) -> Result<StagingBuffer, RecvTimeoutError> {
+        let buf = self.rx.recv_timeout(wait)?;
+        self.received += 1;
+        Ok(buf)
+    }
+}
+
 pub struct FreeBuffers {
-    free: Receiver<StagingBuffer>,
+    free: Incoming,
     /// The free buffers taken off the channel (which says whether it is
     /// empty only by being tried), oldest first.
     ready: VecDeque<StagingBuffer>,
@@ -162,8 +183,6 @@ pub struct FreeBuffers {
     held: usize,
     /// How the latest take's writer takes memory.
     writer: Writer,
-    /// Buffers that came on `free`, new or given back.
-    received: usize,
     /// Which sides a waiting writer's takes saw wait once the pipeline
     /// had given a buffer back (before, every take is of a new one and
     /// says nothing of which side is the faster): the writer (no buffer
@@ -194,7 +213,10 @@ impl FreeBuffers {
     /// when the writer hands its first buffer on.
     pub fn new(free: Receiver<StagingBuffer>, grow: Option<Growth>, can_grow: usize) -> Self {
         let mut pool = FreeBuffers {
-            free,
+            free: Incoming {
+                rx: free,
+                received: 0,
+            },
             ready: VecDeque::new(),
             grow,
             asked: 0,
@@ -204,7 +226,6 @@ impl FreeBuffers {
             past_budget: false,
             held: 0,
             writer: Writer::CannotWait,
-            received: 0,
             writer_waited: false,
             pipeline_waited: false,
             missed: false,
@@ -272,8 +293,8 @@ impl FreeBuffers {
         match self.free.recv_timeout(wait) {
             Ok(buf) => {
                 self.idle.fewest_free = 0;
-                self.received += 1;
-                self.note_take(true, 0);
+                // Taken after the miss of `try_take` above.
+                self.note_take(true, self.ready.len());
                 self.look_ahead()?;
                 Ok(Some(buf))
             }
@@ -298,10 +319,7 @@ impl FreeBuffers {
             // In short turns: an allocator's thread that gives up says so
             // only by ending.
             match self.free.recv_timeout(left.min(ALLOCATOR_CHECK)) {
-                Ok(buf) => {
-                    self.received += 1;
-                    self.ready.push_back(buf);
-                }
+                Ok(buf) => self.ready.push_back(buf),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Err(Gone),
             }
@@ -332,20 +350,22 @@ impl FreeBuffers {
     /// Whether the pipeline has given a buffer back: more came on `free`
     /// than the first and those the allocator made.
     fn given_back(&self) -> bool {
-        let made = self.grow.as_ref().map_or(self.asked, Growth::made);
-        self.received > 1 + made
+        self.free.received > 1 + (self.asked - self.unmade())
+    }
+
+    /// Buffers asked of the allocator's thread and not made yet.
+    fn unmade(&self) -> usize {
+        self.grow
+            .as_ref()
+            .map_or(0, |g| self.asked.saturating_sub(g.made()))
     }
 
     /// Buffers the pipeline has (compressing or queued) when `free` are
     /// free and the taker holds none: all that were made but the free ones
     /// and those other arrays hold.
     fn in_pipeline(&self, free: usize) -> usize {
-        let unmade = self
-            .grow
-            .as_ref()
-            .map_or(0, |g| self.asked.saturating_sub(g.made()));
         self.had
-            .saturating_sub(unmade)
+            .saturating_sub(self.unmade())
             .saturating_sub(free)
             .saturating_sub(self.held)
     }
@@ -360,13 +380,10 @@ impl FreeBuffers {
     /// not made, stops counting them and growing (the stream goes on with
     /// the buffers it has, as the module's comment says); whether it did.
     fn forget_unmade(&mut self) -> bool {
-        let Some(grow) = &self.grow else {
-            return false;
-        };
-        if !grow.allocator_ended() {
+        if !self.grow.as_ref().is_some_and(Growth::allocator_ended) {
             return false;
         }
-        let unmade = self.asked.saturating_sub(grow.made());
+        let unmade = self.unmade();
         self.had -= unmade.min(self.had.saturating_sub(1));
         self.asked -= unmade;
         self.can_grow = 0;
@@ -384,10 +401,7 @@ impl FreeBuffers {
     fn collect(&mut self) -> Result<(), Gone> {
         loop {
             match self.free.try_recv() {
-                Ok(buf) => {
-                    self.received += 1;
-                    self.ready.push_back(buf);
-                }
+                Ok(buf) => self.ready.push_back(buf),
                 Err(TryRecvError::Empty) => return Ok(()),
                 Err(TryRecvError::Disconnected) => return Err(Gone),
             }
