@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_VERSION_MAJOR 0
-#define TZ_VERSION_MINOR 10
+#define TZ_VERSION_MINOR 11
 #define TZ_VERSION_PATCH 0
 
 /** An open stream (opaque). */
@@ -681,6 +681,34 @@ typedef struct tz_upload_metrics {
 } tz_upload_metrics;
 
 /**
+ * The stream's staging memory, at the moment of the call
+ * (tz_get_staging_metrics). Since 0.11.
+ */
+typedef struct tz_staging_metrics {
+  /**
+   * Staging memory the stream holds (page-locked on the GPU backend): it
+   * grows while a writer that cannot wait (tz_write, tz_reserve)
+   * outruns the pipeline, up to the configuration's `staging_bytes`,
+   * and shrinks after a pause; after the flush, what it held at the end.
+   */
+  uint64_t staging_bytes;
+  /**
+   * The most staging memory the stream held at once.
+   */
+  uint64_t staging_peak_bytes;
+  /**
+   * Calls that found staging memory full and returned having taken less
+   * than they were given: tz_write, tz_write_to and tz_skip
+   * returning fewer bytes than asked (0 included), tz_reserve and
+   * tz_reserve_to returning an empty reservation, tz_write_all and
+   * tz_write_all_to returning at their timeout. Each is a moment the
+   * writer outran the pipeline; a writer that drops the frames it cannot
+   * hand on counts its drops here.
+   */
+  uint64_t busy_writes;
+} tz_staging_metrics;
+
+/**
  * What tz_recover did to a store; for a store of several arrays (an
  * OME-Zarr image's levels, a collection's or a plate's images), the sums
  * over its arrays. The library writes exactly these four fields, so the
@@ -966,6 +994,13 @@ int32_t tz_get_metrics(const struct tz_stream *s, struct tz_metrics *out);
  * tz_get_metrics. Since 0.3.
  */
 int32_t tz_get_upload_metrics(const struct tz_stream *s, struct tz_upload_metrics *out);
+
+/**
+ * Fills `out` with the stream's staging memory: what it holds, the most it
+ * held, and the writes that found it full. Never waits, like
+ * tz_get_metrics. Since 0.11.
+ */
+int32_t tz_get_staging_metrics(const struct tz_stream *s, struct tz_staging_metrics *out);
 
 /**
  * Fills `options` with the defaults (every field 0: the latency bound of

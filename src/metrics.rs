@@ -59,6 +59,10 @@ pub struct Metrics {
     stage_ns: [AtomicU64; 7],
     /// Staging memory the stream holds (see [`Snapshot::staging_bytes`]).
     staging: AtomicU64,
+    /// The most it held at once.
+    staging_peak: AtomicU64,
+    /// Writes that found staging full (see [`Snapshot::busy_writes`]).
+    busy_writes: AtomicU64,
     /// What an object store sink has sent (zero for other sinks).
     pub uploads: Arc<UploadCounters>,
 }
@@ -113,11 +117,17 @@ impl Metrics {
     }
     /// A staging buffer of `bytes` came to the stream.
     pub fn staging_grew(&self, bytes: u64) {
-        self.staging.fetch_add(bytes, Relaxed);
+        let now = self.staging.fetch_add(bytes, Relaxed).saturating_add(bytes);
+        self.staging_peak.fetch_max(now, Relaxed);
     }
     /// A staging buffer of `bytes` left it (it stayed free too long).
     pub fn staging_shrank(&self, bytes: u64) {
         self.staging.fetch_sub(bytes, Relaxed);
+    }
+    /// A write that could not wait found staging full and took less than
+    /// it was given (see [`Snapshot::busy_writes`]).
+    pub fn write_was_busy(&self) {
+        self.busy_writes.fetch_add(1, Relaxed);
     }
     /// Runs `f` and counts its time under `stage`.
     pub fn time<T>(&self, stage: Stage, f: impl FnOnce() -> T) -> T {
@@ -138,6 +148,8 @@ impl Metrics {
             objects_uploaded: self.uploads.objects.load(Relaxed),
             uploads_in_flight: self.uploads.in_flight.load(Relaxed),
             staging_bytes: self.staging.load(Relaxed),
+            staging_peak_bytes: self.staging_peak.load(Relaxed),
+            busy_writes: self.busy_writes.load(Relaxed),
         }
     }
 }
@@ -164,6 +176,17 @@ pub struct Snapshot {
     /// (see `staging_bytes` in the configuration guide); after the end,
     /// what it held at the end.
     pub staging_bytes: u64,
+    /// The most staging memory the stream held at once: beside the
+    /// configuration's `staging_bytes`, how close the stream came to it.
+    pub staging_peak_bytes: u64,
+    /// Writes that found staging memory full and returned having taken
+    /// less than they were given: `try_write` (`tz_write`), `skip_to`
+    /// (`tz_skip`) returning fewer bytes than asked (0 included),
+    /// `reserve` (`tz_reserve`) returning an empty reservation, and
+    /// `write_blocking` (`tz_write_all`) returning at its timeout. Each is
+    /// a moment the writer outran the pipeline; a waiting writer's waits
+    /// within its timeout are not counted.
+    pub busy_writes: u64,
 }
 
 impl Snapshot {

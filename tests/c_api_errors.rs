@@ -61,6 +61,10 @@ fn null_pointers_are_refused_by_every_entry_point() {
     );
     assert_eq!(tz_flush(std::ptr::null_mut()), nul);
     assert_eq!(tz_get_metrics(std::ptr::null(), std::ptr::null_mut()), nul);
+    assert_eq!(
+        tz_get_staging_metrics(std::ptr::null(), std::ptr::null_mut()),
+        nul
+    );
     tz_destroy(std::ptr::null_mut());
     assert_eq!(
         unsafe { CStr::from_ptr(tz_stream_last_error(std::ptr::null())) }.to_bytes(),
@@ -75,9 +79,17 @@ fn null_pointers_are_refused_by_every_entry_point() {
     assert_eq!(tz_write(s, std::ptr::null(), 0), 0, "nbytes = 0 is fine");
     assert_eq!(tz_get_metrics(s, std::ptr::null_mut()), nul);
     assert!(stream_error(s).contains("out is NULL"));
+    assert_eq!(tz_get_staging_metrics(s, std::ptr::null_mut()), nul);
+    assert!(stream_error(s).contains("out is NULL"));
     // The stream still works after refused calls.
     assert_eq!(tz_write(s, [1u8; 16].as_ptr() as _, 16), 16);
     assert_eq!(tz_flush(s), OK);
+    let mut m = std::mem::MaybeUninit::<tz_staging_metrics>::uninit();
+    assert_eq!(tz_get_staging_metrics(s, m.as_mut_ptr()), OK);
+    // SAFETY: filled by the call above.
+    let m = unsafe { m.assume_init() };
+    assert!(m.staging_bytes > 0 && m.staging_peak_bytes >= m.staging_bytes);
+    assert_eq!(m.busy_writes, 0, "nothing was refused for want of staging");
     tz_destroy(s);
     assert_eq!(sink.shards.lock().unwrap().len(), 1);
 }

@@ -92,6 +92,61 @@ fn write_blocking_times_out_with_what_it_took() {
     drop(s);
 }
 
+/// `busy_writes` counts each call that found staging full and took less
+/// than it was given (a write, a skip, a reservation, a waiting write at
+/// its timeout), and nothing else: the test keeps its own count of such
+/// returns. `staging_peak_bytes` is the most staging held at once.
+#[test]
+fn busy_writes_counts_every_call_that_found_staging_full() {
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    // Bounded, so that a failed assertion (the stream dropped while the
+    // sink holds) ends the test instead of hanging it.
+    let sink = move |_: &Shard<'_>| -> tiledzarr::Result<()> {
+        let _ = release_rx
+            .lock()
+            .unwrap()
+            .recv_timeout(std::time::Duration::from_secs(20));
+        Ok(())
+    };
+    let config = Config::from_json(SMALL).unwrap();
+    let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+    let data = [5u8; 48];
+    let wait = |ms| Some(std::time::Duration::from_millis(ms));
+    // A waiting writer fills staging until it waits out its timeout: the
+    // pipeline is then held still by the sink.
+    let mut short = 0u64;
+    for _ in 0..64 {
+        let n = s.write_blocking(&data, wait(300)).unwrap();
+        if n < data.len() {
+            short += 1;
+            break;
+        }
+    }
+    assert_eq!(short, 1, "the stream never stalled");
+    for _ in 0..3 {
+        assert_eq!(s.write(&data).unwrap(), 0, "busy");
+        short += 1;
+    }
+    // Writes of nothing ask for nothing.
+    assert_eq!(s.write(&[]).unwrap(), 0);
+    let reservation = s.reserve().unwrap();
+    assert!(reservation.is_empty(), "busy");
+    short += 1;
+    drop(reservation);
+    // Whole frames of 16 bytes; skipped frames may go on without staging.
+    short += u64::from(s.skip_to(0, 64).unwrap() < 64);
+    assert!(s.write_blocking(&data, wait(50)).unwrap() < data.len());
+    short += 1;
+    let m = s.metrics();
+    assert_eq!(m.busy_writes, short, "busy writes");
+    assert_eq!((m.staging_bytes, m.staging_peak_bytes), (64, 64));
+    drop(release_tx); // every shard passes from now on
+    let summary = s.finish().unwrap();
+    assert_eq!(summary.metrics.busy_writes, short);
+    assert_eq!(summary.metrics.staging_peak_bytes, 64);
+}
+
 #[test]
 fn the_kernels_are_built_in_when_the_build_had_nvcc() {
     // scripts/test.sh installs nvcc and sets this: the kernels must compile.

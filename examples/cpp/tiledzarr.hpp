@@ -350,21 +350,15 @@ public:
     }
 
     // The stream's counters now (bytes in/out, shards, epochs, seconds per
-    // stage, backend and why).
-    tz_metrics metrics() const {
-        tz_metrics m{};
-        int32_t rc = tz_get_metrics(s_, &m);
-        if (rc != TZ_OK) fail("tz_get_metrics", rc);
-        return m;
-    }
-
-    // The object store's upload counters (all zero for a folder or a
-    // callback); like metrics(), callable from any thread.
+    // stage, backend and why); these three are callable from any thread.
+    tz_metrics metrics() const { return counters(tz_get_metrics, "tz_get_metrics"); }
+    // The object store's upload counters (all zero for a folder or a callback).
     tz_upload_metrics upload_metrics() const {
-        tz_upload_metrics m{};
-        int32_t rc = tz_get_upload_metrics(s_, &m);
-        if (rc != TZ_OK) fail("tz_get_upload_metrics", rc);
-        return m;
+        return counters(tz_get_upload_metrics, "tz_get_upload_metrics");
+    }
+    // Staging memory held now and at most, and the writes that found it full.
+    tz_staging_metrics staging_metrics() const {
+        return counters(tz_get_staging_metrics, "tz_get_staging_metrics");
     }
 
     // "MAJOR.MINOR.PATCH" of the loaded library.
@@ -458,6 +452,13 @@ private:
                                    " bytes taken");
     }
 
+    template <typename T>
+    T counters(int32_t (*get)(const tz_stream*, T*), const char* what) const {
+        T m{};
+        int32_t rc = get(s_, &m);
+        if (rc != TZ_OK) fail(what, rc);
+        return m;
+    }
     [[noreturn]] void fail(const char* what, int32_t status) const {
         std::string message = std::string(what) + ": ";
         const char* detail = s_ ? tz_stream_last_error(s_) : "";

@@ -401,6 +401,8 @@ impl PyStream {
         d.set_item("backend", kind.name())?;
         d.set_item("backend_reason", reason)?;
         d.set_item("staging_bytes", m.staging_bytes)?;
+        d.set_item("staging_peak_bytes", m.staging_peak_bytes)?;
+        d.set_item("busy_writes", m.busy_writes)?;
         Ok(d)
     }
 }

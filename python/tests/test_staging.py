@@ -1,6 +1,8 @@
 """Staging memory follows the writer: ``append`` and ``write_all`` wait for
 free memory and are given no more than keeps the pipeline busy; ``write``
-cannot wait, and staging grows to its budget to absorb what it writes."""
+cannot wait, and staging grows to its budget to absorb what it writes.
+``busy_writes`` counts the calls that returned with less than they were
+given, ``staging_peak_bytes`` the most staging held."""
 
 from __future__ import annotations
 
@@ -33,12 +35,14 @@ def test_staging_grows_for_a_writer_that_cannot_wait_only(writer):
     release = threading.Event()  # the sink holds the pipeline still until set
     s = tiledzarr.Stream(CONFIG, sink=lambda shard: release.wait())
     written = 0
+    short = 0  # calls that took less than they were given
     if writer == "append":
         with pytest.raises(tiledzarr.WriteTimeoutError) as e:
             for _ in range(64):
                 s.append(epoch, timeout=0.3)
                 written += epoch.nbytes
         written += e.value.bytes_written
+        short += 1
         # One being filled, one being compressed, and one ahead if the
         # pipeline was found waiting for the writer before the sink held it.
         want = (2 * BUFFER, 3 * BUFFER)
@@ -46,12 +50,18 @@ def test_staging_grows_for_a_writer_that_cannot_wait_only(writer):
         data = memoryview(epoch).cast("B")
         deadline = time.monotonic() + 10
         while s.metrics.staging_bytes < 4 * BUFFER and time.monotonic() < deadline:
-            written += s.write(data[written % len(data) :])
+            rest = data[written % len(data) :]
+            n = s.write(rest)
+            written += n
+            short += n < len(rest)
             time.sleep(0.001)
         want = (4 * BUFFER, 4 * BUFFER)  # the whole budget
-    held = s.metrics.staging_bytes
+    m = s.metrics
+    held = m.staging_bytes
     release.set()
     assert want[0] <= held <= want[1]
+    assert m.staging_peak_bytes == held
+    assert m.busy_writes == short
     # Nothing lost: every byte taken is in the stream (the flush pads the
     # last epoch).
     s.flush()

@@ -112,6 +112,13 @@ class Metrics:
     #: (``append``, ``write_all``) to two buffers, or three once the writer
     #: and the pipeline have each waited for the other.
     staging_bytes: int = 0
+    #: The most staging memory the stream held at once.
+    staging_peak_bytes: int = 0
+    #: Calls that found staging memory full and returned with less than
+    #: they were given: ``write`` (and ``skip``) taking fewer bytes than
+    #: asked, ``append`` and ``write_all`` raising WriteTimeoutError. Each
+    #: is a moment the writer outran the pipeline.
+    busy_writes: int = 0
 
     @property
     def compression_ratio(self) -> float:

@@ -2,7 +2,10 @@
 //! stream, from any thread.
 
 use super::guard::{guard, record};
-use super::{backend_code, status_of, tz_metrics, tz_status, tz_stream, tz_upload_metrics};
+use super::{
+    backend_code, status_of, tz_metrics, tz_staging_metrics, tz_status, tz_stream,
+    tz_upload_metrics,
+};
 use crate::error::Error;
 use crate::pipeline::Stage;
 use std::ffi::c_char;
@@ -27,7 +30,8 @@ fn read_counters<T>(
         }
         let counters = read(h);
         // SAFETY: non-NULL; the caller provides writable memory for a `T`
-        // (tz_metrics or tz_upload_metrics, by the function's signature).
+        // (tz_metrics, tz_upload_metrics or tz_staging_metrics, by the
+        // function's signature).
         unsafe { out.write(counters) };
         Ok(tz_status::TZ_OK as i32)
     })
@@ -76,6 +80,21 @@ pub extern "C" fn tz_get_upload_metrics(s: *const tz_stream, out: *mut tz_upload
             bytes_uploaded: m.bytes_uploaded,
             objects_uploaded: m.objects_uploaded,
             uploads_in_flight: m.uploads_in_flight,
+        }
+    })
+}
+
+/// Fills `out` with the stream's staging memory: what it holds, the most it
+/// held, and the writes that found it full. Never waits, like
+/// tz_get_metrics. Since 0.11.
+#[no_mangle]
+pub extern "C" fn tz_get_staging_metrics(s: *const tz_stream, out: *mut tz_staging_metrics) -> i32 {
+    read_counters("tz_get_staging_metrics", s, out, |h| {
+        let m = h.stats.snapshot();
+        tz_staging_metrics {
+            staging_bytes: m.staging_bytes,
+            staging_peak_bytes: m.staging_peak_bytes,
+            busy_writes: m.busy_writes,
         }
     })
 }

@@ -395,6 +395,28 @@ pub struct tz_upload_metrics {
     pub uploads_in_flight: u64,
 }
 
+/// The stream's staging memory, at the moment of the call
+/// (tz_get_staging_metrics). Since 0.11.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct tz_staging_metrics {
+    /// Staging memory the stream holds (page-locked on the GPU backend): it
+    /// grows while a writer that cannot wait (tz_write, tz_reserve)
+    /// outruns the pipeline, up to the configuration's `staging_bytes`,
+    /// and shrinks after a pause; after the flush, what it held at the end.
+    pub staging_bytes: u64,
+    /// The most staging memory the stream held at once.
+    pub staging_peak_bytes: u64,
+    /// Calls that found staging memory full and returned having taken less
+    /// than they were given: tz_write, tz_write_to and tz_skip
+    /// returning fewer bytes than asked (0 included), tz_reserve and
+    /// tz_reserve_to returning an empty reservation, tz_write_all and
+    /// tz_write_all_to returning at their timeout. Each is a moment the
+    /// writer outran the pipeline; a writer that drops the frames it cannot
+    /// hand on counts its drops here.
+    pub busy_writes: u64,
+}
+
 /// The memory a configuration needs (tz_estimate_memory).
 #[repr(C)]
 #[allow(non_camel_case_types)]

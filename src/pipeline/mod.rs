@@ -253,6 +253,7 @@ impl Stream {
             };
             let got = self.intake.lock().wait_for_buffer(array, wait)?;
             if !got && deadline.is_some_and(|d| Instant::now() >= d) {
+                self.shared.metrics.write_was_busy();
                 return Ok(done);
             }
         }

@@ -192,6 +192,10 @@ void two_cameras(const std::string& store, const std::string& raw_dir) {
     check(m.bytes_in == 2 * kFrames * kFrameBytes - 2 * kFrameBytes,
           "metrics: " + std::to_string(m.bytes_in) + " bytes in");
     check(s.upload_metrics().objects_uploaded == 0, "upload_metrics of a folder store");
+    tz_staging_metrics staging = s.staging_metrics();
+    check(staging.staging_bytes > 0 && staging.staging_peak_bytes >= staging.staging_bytes,
+          "staging_metrics: " + std::to_string(staging.staging_bytes) + " held, " +
+              std::to_string(staging.staging_peak_bytes) + " at most");
     expect_error("write_to after flush", TZ_ERR_FINISHED, "",
                  [&] { s.write_to(cam1, f0.data(), kFrameBytes); });
 

@@ -97,6 +97,14 @@ class TzMetrics(C.Structure):
     ]
 
 
+class TzStagingMetrics(C.Structure):
+    _fields_ = [
+        ("staging_bytes", C.c_uint64),
+        ("staging_peak_bytes", C.c_uint64),
+        ("busy_writes", C.c_uint64),
+    ]
+
+
 # int32_t (*tz_shard_sink_fn)(void *user_data, const struct tz_shard *shard)
 TzShardSinkFn = C.CFUNCTYPE(C.c_int32, C.c_void_p, C.POINTER(TzShard))
 # A NULL tz_shard_sink_fn (ctypes does not take None for a CFUNCTYPE argument).
@@ -116,6 +124,7 @@ def load(path):
         "tz_flush": (C.c_int32, [TzStreamPtr]),
         "tz_destroy": (None, [TzStreamPtr]),
         "tz_get_metrics": (C.c_int32, [TzStreamPtr, C.POINTER(TzMetrics)]),
+        "tz_get_staging_metrics": (C.c_int32, [TzStreamPtr, C.POINTER(TzStagingMetrics)]),
         "tz_array_count": (C.c_int32, [TzStreamPtr, C.POINTER(C.c_uint32)]),
         "tz_array_index": (C.c_int32, [TzStreamPtr, C.c_char_p, C.POINTER(C.c_uint32)]),
         "tz_write_to": (C.c_int64, [TzStreamPtr, C.c_uint32, C.c_void_p, C.c_size_t]),
@@ -262,6 +271,13 @@ def run(libpath, store):
         m = TzMetrics()
         check(lib.tz_get_metrics(s, C.byref(m)) == TZ_OK and m.bytes_in == total,
               "tz_get_metrics: bytes_in = %d (backend: %s)" % (m.bytes_in, text(m.backend_reason)))
+        g = TzStagingMetrics()
+        check(lib.tz_get_staging_metrics(s, C.byref(g)) == TZ_OK
+              and g.busy_writes == stats["busy"] + stats["partial"]
+              and g.staging_peak_bytes >= g.staging_bytes > 0,
+              "tz_get_staging_metrics: %d busy writes (%d busy and %d partial returns), "
+              "staging %d bytes, at most %d"
+              % (g.busy_writes, stats["busy"], stats["partial"], g.staging_bytes, g.staging_peak_bytes))
 
         rc = lib.tz_flush(s)
         if rc != TZ_OK:

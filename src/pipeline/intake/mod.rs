@@ -160,6 +160,9 @@ impl Intake {
         }
         self.shared.metrics.add_time(Stage::Copy, t.elapsed());
         self.shared.metrics.add_in(done as u64);
+        if done < take && writer == Writer::CannotWait {
+            self.shared.metrics.write_was_busy();
+        }
         Ok(done)
     }
 
@@ -232,6 +235,7 @@ impl Intake {
         if self.cursors[array].staging.is_none()
             && !self.take_free_buffer(array, Writer::CannotWait)?
         {
+            self.shared.metrics.write_was_busy();
             return Ok(None);
         }
         let c = &mut self.cursors[array];

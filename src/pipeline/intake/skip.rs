@@ -64,6 +64,9 @@ impl Intake {
             self.advance(array, n)?;
             done += n;
         }
+        if done < take {
+            self.shared.metrics.write_was_busy();
+        }
         Ok(done)
     }
 
