@@ -183,9 +183,9 @@ pub struct Snapshot {
     /// less than they were given: `try_write` (`tz_write`), `skip_to`
     /// (`tz_skip`) returning fewer bytes than asked (0 included),
     /// `reserve` (`tz_reserve`) returning an empty reservation, and
-    /// `write_blocking` (`tz_write_all`) returning at its timeout. Each is
-    /// a moment the writer outran the pipeline; a waiting writer's waits
-    /// within its timeout are not counted.
+    /// `write_blocking` (`tz_write_all`) and `skip_blocking_to` returning
+    /// at their timeout. Each is a moment the writer outran the pipeline;
+    /// a waiting writer's waits within its timeout are not counted.
     pub busy_writes: u64,
 }
 

@@ -93,8 +93,8 @@ fn write_blocking_times_out_with_what_it_took() {
 }
 
 /// `busy_writes` counts each call that found staging full and took less
-/// than it was given (a write, a skip, a reservation, a waiting write at
-/// its timeout), and nothing else: the test keeps its own count of such
+/// than it was given (a write, a skip, a reservation, a waiting write or
+/// skip at its timeout), and nothing else: the test keeps its own count of such
 /// returns. `staging_peak_bytes` is the most staging held at once.
 #[test]
 fn busy_writes_counts_every_call_that_found_staging_full() {
@@ -137,6 +137,10 @@ fn busy_writes_counts_every_call_that_found_staging_full() {
     // Whole frames of 16 bytes; skipped frames may go on without staging.
     short += u64::from(s.skip_to(0, 64).unwrap() < 64);
     assert!(s.write_blocking(&data, wait(50)).unwrap() < data.len());
+    short += 1;
+    // A waiting skip of one frame needs staging (it ends no epoch): its
+    // retries within the timeout are not busy writes, the timeout is.
+    assert_eq!(s.skip_blocking_to(0, 16, wait(50)).unwrap(), 0);
     short += 1;
     let m = s.metrics();
     assert_eq!(m.busy_writes, short, "busy writes");

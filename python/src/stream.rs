@@ -279,19 +279,10 @@ impl PyStream {
             .ok_or_else(|| errors::invalid_argument(format!("{frames} frames is too many")))?;
         array.check_room(len as u64)?;
         let limit = seconds(timeout)?;
-        let deadline = limit.and_then(|t| std::time::Instant::now().checked_add(t));
         let done = self.detached(py, "skip", |s| {
-            let mut done = 0;
-            while done < len && deadline.is_none_or(|d| std::time::Instant::now() < d) {
-                let n = s.skip_to(index, len - done)?;
-                array.took(n);
-                done += n;
-                if n == 0 {
-                    // Staging memory is busy: the pipeline hands it back.
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            Ok(done)
+            let n = s.skip_blocking_to(index, len, limit)?;
+            array.took(n);
+            Ok(n)
         })?;
         if done < len {
             let err = errors::new(

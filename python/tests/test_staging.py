@@ -67,3 +67,24 @@ def test_staging_grows_for_a_writer_that_cannot_wait_only(writer):
     s.flush()
     assert s.metrics.bytes_in == written
     s.close()
+
+
+def test_a_waiting_skip_counts_one_busy_write_at_its_timeout():
+    epoch = frames(32, (256, 256))
+    release = threading.Event()
+    s = tiledzarr.Stream(CONFIG, sink=lambda shard: release.wait())
+    # Fill staging until an append waits out its timeout: the pipeline is
+    # then held still by the sink.
+    with pytest.raises(tiledzarr.WriteTimeoutError):
+        for _ in range(64):
+            s.append(epoch, timeout=0.3)
+    before = s.metrics.busy_writes
+    assert before == 1
+    # One frame needs staging (it ends no epoch): the skip waits, then
+    # times out, and that is one busy write, not one per retry.
+    with pytest.raises(tiledzarr.WriteTimeoutError):
+        s.skip(1, timeout=0.2)
+    assert s.metrics.busy_writes == before + 1
+    release.set()
+    s.flush()
+    s.close()

@@ -115,9 +115,10 @@ class Metrics:
     #: The most staging memory the stream held at once.
     staging_peak_bytes: int = 0
     #: Calls that found staging memory full and returned with less than
-    #: they were given: ``write`` (and ``skip``) taking fewer bytes than
-    #: asked, ``append`` and ``write_all`` raising WriteTimeoutError. Each
-    #: is a moment the writer outran the pipeline.
+    #: they were given: ``write`` taking fewer bytes than asked (0
+    #: included), ``append``, ``write_all`` and ``skip`` raising
+    #: WriteTimeoutError (their waits within the timeout do not count).
+    #: Each is a moment the writer outran the pipeline.
     busy_writes: int = 0
 
     @property

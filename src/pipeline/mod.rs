@@ -18,6 +18,7 @@ mod pyramid;
 mod shared;
 mod skipped;
 mod start;
+mod waiting;
 mod workers;
 
 pub use crate::metrics::{Metrics, Snapshot, Stage};
@@ -38,7 +39,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 use workers::Job;
 
 /// A stream of row-major bytes into a sharded Zarr array, or into several
@@ -200,7 +200,7 @@ impl Stream {
     /// does; an error for a part of a frame or past a bounded array's end.
     pub fn skip_to(&mut self, array: usize, nbytes: usize) -> Result<usize> {
         self.check_open()?;
-        self.intake.lock().skip(array, nbytes)
+        self.intake.lock().skip(array, nbytes, Writer::CannotWait)
     }
 
     /// Records `json`, a JSON object (a time stamp, a stage position, an
@@ -215,48 +215,6 @@ impl Stream {
         self.check_open()?;
         let text = intake::compact_object(frame, json)?;
         self.intake.lock().frame_metadata(array, frame, &text)
-    }
-
-    /// Writes all of `data`, waiting for staging memory as needed, at most
-    /// `timeout` (for ever with `None`, or a timeout too long for the
-    /// clock, such as `Duration::MAX`). Returns the bytes taken: fewer than
-    /// `data.len()` only when the timeout expired.
-    pub fn write_blocking(&mut self, data: &[u8], timeout: Option<Duration>) -> Result<usize> {
-        self.write_blocking_to(0, data, timeout)
-    }
-
-    /// [`Stream::write_blocking`] to array `array`.
-    pub fn write_blocking_to(
-        &mut self,
-        array: usize,
-        data: &[u8],
-        timeout: Option<Duration>,
-    ) -> Result<usize> {
-        // A timeout past what the clock can represent (`Duration::MAX` for
-        // "forever") has no deadline.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut done = 0;
-        loop {
-            done += self.write_now(array, &data[done..], Writer::Waits)?;
-            // At the end of a bounded array, what was taken is reported now
-            // and the overflow on the next call, as `try_write` does.
-            let at_end = self.intake.lock().is_full(array);
-            if done == data.len() || (done > 0 && at_end) {
-                return Ok(done);
-            }
-            // Busy: wait for the compute thread to hand a buffer back, in
-            // short turns that leave the write side to the latency timer.
-            let turn = Duration::from_millis(50);
-            let wait = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(turn),
-                None => turn,
-            };
-            let got = self.intake.lock().wait_for_buffer(array, wait)?;
-            if !got && deadline.is_some_and(|d| Instant::now() >= d) {
-                self.shared.metrics.write_was_busy();
-                return Ok(done);
-            }
-        }
     }
 
     /// Hands the caller the free part of a staging buffer to write into

@@ -16,6 +16,17 @@ use cursor::Cursor;
 pub use frame_metadata::{compact_object, rows_held, MetadataRow};
 pub use free::{FreeBuffers, Writer};
 
+/// What [`Intake::wait_for_buffer`] came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// A free buffer came within the wait.
+    Got,
+    /// None came.
+    TimedOut,
+    /// The array had one in hand already: nothing to wait for.
+    HadOne,
+}
+
 use super::batches::Batch;
 use super::shared::Shared;
 use super::workers::Job;
@@ -200,11 +211,11 @@ impl Intake {
     }
 
     /// Waits for a free staging buffer for array `array` when it has none
-    /// in hand, at most `wait`; false when the time ran out.
-    pub fn wait_for_buffer(&mut self, array: usize, wait: Duration) -> Result<bool> {
+    /// in hand, at most `wait`.
+    pub fn wait_for_buffer(&mut self, array: usize, wait: Duration) -> Result<Waited> {
         self.cursor(array)?;
         if self.cursors[array].staging.is_some() || self.leased.is_some() {
-            return Ok(true);
+            return Ok(Waited::HadOne);
         }
         let lane = self.cursors[array].plan.lane;
         let pool = self.pool(lane);
@@ -212,9 +223,9 @@ impl Intake {
         match pool.take_within(wait) {
             Ok(Some(buf)) => {
                 self.start_buffer(array, buf);
-                Ok(true)
+                Ok(Waited::Got)
             }
-            Ok(None) => Ok(false),
+            Ok(None) => Ok(Waited::TimedOut),
             Err(free::Gone) => Err(self.pipeline_gone()),
         }
     }

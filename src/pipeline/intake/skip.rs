@@ -4,7 +4,7 @@
 //! copy, no compression. Frames that share an epoch with written ones are
 //! filled in staging.
 
-use super::Intake;
+use super::{Intake, Writer};
 use crate::error::{Error, Result};
 use crate::pipeline::shared::SKIPS_QUEUED;
 use crate::pipeline::workers::Job;
@@ -17,8 +17,9 @@ impl Intake {
     /// without waiting; returns the bytes skipped: fewer than `len` when no
     /// staging memory is free for frames that share an epoch with written
     /// ones, or the queue of skipped runs is full (as a write takes what
-    /// fits).
-    pub fn skip(&mut self, array: usize, len: usize) -> Result<usize> {
+    /// fits). `writer` says whether the caller waits for memory when this
+    /// takes less than all.
+    pub fn skip(&mut self, array: usize, len: usize, writer: Writer) -> Result<usize> {
         self.cursor(array)?;
         let plane_bytes = self.cursors[array].plan.plane_bytes;
         if !len.is_multiple_of(plane_bytes.max(1)) {
@@ -48,9 +49,7 @@ impl Intake {
                 done += epochs * epoch_bytes;
                 continue;
             }
-            if self.cursors[array].staging.is_none()
-                && !self.take_free_buffer(array, super::Writer::CannotWait)?
-            {
+            if self.cursors[array].staging.is_none() && !self.take_free_buffer(array, writer)? {
                 break;
             }
             let c = &mut self.cursors[array];
@@ -64,7 +63,7 @@ impl Intake {
             self.advance(array, n)?;
             done += n;
         }
-        if done < take {
+        if done < take && writer == Writer::CannotWait {
             self.shared.metrics.write_was_busy();
         }
         Ok(done)
