@@ -14,7 +14,8 @@
 #    and what Stream.from_acquisition's tests compare with and validate by:
 #    ome-writers, useq-schema, pymmcore-plus, yaozarrs, ome-zarr-models
 # 3. the pytest suite (python/tests) run from WORK_DIR, outside the source
-#    tree, against the installed wheel
+#    tree, against the installed wheel; its S3 test runs moto's server and
+#    the read-back in the test environment of scripts/setup-python.sh
 # 4. the examples examples/python/acquire.py (numpy frames into a store) and
 #    examples/python/plate.py (a plate's fields, interleaved, into one
 #    store), each read back by zarr-python
@@ -44,7 +45,8 @@ rm -rf "$venv"
     ome-writers useq-schema pymmcore-plus yaozarrs ome-zarr-models >&2)
 
 step "pytest python/tests, against the installed wheel"
-(cd "$work" && TZ_HEADER="$repo/include/tiledzarr.h" "$venv/bin/python" -m pytest -q \
+(cd "$work" && TZ_HEADER="$repo/include/tiledzarr.h" TZ_MOTO_PYTHON="${TZ_MOTO_PYTHON:-$PY}" \
+    "$venv/bin/python" -m pytest -q \
     -p no:cacheprovider "$repo/python/tests")
 
 step "examples/python/acquire.py, read back by zarr-python"

@@ -394,6 +394,9 @@ impl PyStream {
         d.set_item("staging_bytes", m.staging_bytes)?;
         d.set_item("staging_peak_bytes", m.staging_peak_bytes)?;
         d.set_item("busy_writes", m.busy_writes)?;
+        d.set_item("bytes_uploaded", m.bytes_uploaded)?;
+        d.set_item("objects_uploaded", m.objects_uploaded)?;
+        d.set_item("uploads_in_flight", m.uploads_in_flight)?;
         Ok(d)
     }
 }

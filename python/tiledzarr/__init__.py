@@ -120,6 +120,12 @@ class Metrics:
     #: WriteTimeoutError (their waits within the timeout do not count).
     #: Each is a moment the writer outran the pipeline.
     busy_writes: int = 0
+    #: An object store's uploads (all 0 for a folder or a sink): bytes the
+    #: server accepted (shards, their parts, ``zarr.json``), objects
+    #: complete (a multipart object counts once), uploads under way.
+    bytes_uploaded: int = 0
+    objects_uploaded: int = 0
+    uploads_in_flight: int = 0
 
     @property
     def compression_ratio(self) -> float:
