@@ -124,8 +124,8 @@ impl Metrics {
     pub fn staging_shrank(&self, bytes: u64) {
         self.staging.fetch_sub(bytes, Relaxed);
     }
-    /// A write that could not wait found staging full and took less than
-    /// it was given (see [`Snapshot::busy_writes`]).
+    /// A write found staging full and returned with less than it was
+    /// given (see [`Snapshot::busy_writes`]).
     pub fn write_was_busy(&self) {
         self.busy_writes.fetch_add(1, Relaxed);
     }

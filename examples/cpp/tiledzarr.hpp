@@ -459,6 +459,7 @@ private:
         if (rc != TZ_OK) fail(what, rc);
         return m;
     }
+
     [[noreturn]] void fail(const char* what, int32_t status) const {
         std::string message = std::string(what) + ": ";
         const char* detail = s_ ? tz_stream_last_error(s_) : "";

@@ -16,17 +16,6 @@ use cursor::Cursor;
 pub use frame_metadata::{compact_object, rows_held, MetadataRow};
 pub use free::{FreeBuffers, Writer};
 
-/// What [`Intake::wait_for_buffer`] came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waited {
-    /// A free buffer came within the wait.
-    Got,
-    /// None came.
-    TimedOut,
-    /// The array had one in hand already: nothing to wait for.
-    HadOne,
-}
-
 use super::batches::Batch;
 use super::shared::Shared;
 use super::workers::Job;
@@ -37,6 +26,17 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Sender, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What [`Intake::wait_for_buffer`] came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// A free buffer came within the wait.
+    Got,
+    /// None came.
+    TimedOut,
+    /// The array had one in hand already: nothing to wait for.
+    HadOne,
+}
 
 pub struct Intake {
     shared: Arc<Shared>,
