@@ -6,7 +6,7 @@ into a sharded Zarr v3 store.
         --chunk 32,32,32 --shard 32,512,512 --level 1 --out-dir DIR --reps 3 \\
         [--codec zstd|blosc|gzip] [--cname zstd|lz4|zlib] [--shuffle byte|bit|none] \\
         [--json OUT.json] [--peers acquire-zarr-blosc,acquire-zarr-zstd,tensorstore] \\
-        [--no-verify] [--generate]
+        [--no-verify] [--generate] [--interleave]
 
 The raw file holds N little-endian row-major frames of --frame-shape; the array
 written is (N, *frame_shape), dimension 0 being the append (time) dimension.
@@ -17,7 +17,10 @@ closed (acquire-zarr) or every write has been committed (tensorstore). Opening
 the writer (creating the stream / the array metadata) happens before the clock
 starts and is reported separately. Nothing is fsync'ed inside the timed region,
 for any peer; os.sync() runs before each rep so that no rep pays for the
-write-back of the one before.
+write-back of the one before. Each rep runs every peer once, in turn; with
+--interleave a rep waits for a line on stdin, so that a caller (tz-bench
+--peers) runs its own stream between the peers' reps, all in the same
+minutes of a machine whose speed drifts.
 
 The codec (--codec, level L) is the one the stream under comparison writes:
 zstd (default), blosc (--cname and --shuffle; typesize the element size,
@@ -110,6 +113,11 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=0,
                    help="acquire-zarr max_threads (0: its default, all cores)")
     p.add_argument("--keep", action="store_true", help="keep the last store of each peer")
+    p.add_argument("--interleave", action="store_true",
+                   help="say 'ready' on stdout once set up, then run rep N when the Nth line "
+                        "comes on stdin and answer 'rep N done' (the rest of the output goes to "
+                        "stderr), so that the caller's runs alternate with the peers' in one "
+                        "warm process")
     p.add_argument("--generate", action="store_true",
                    help="first write synthetic frames (structured + noise) to --raw, replacing it")
     a = p.parse_args(argv)
@@ -385,6 +393,11 @@ def verify(path, frames):
 
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
+    # With --interleave, stdout is the caller's channel: a line per rep run;
+    # everything else goes to stderr.
+    control = None
+    if a.interleave:
+        control, sys.stdout = sys.stdout, sys.stderr
     if a.generate:
         t = time.perf_counter()
         generate(a.raw, a.dtype, a.frames, a.frame_shape)
@@ -418,6 +431,7 @@ def main(argv=None):
               % (cfg["loadavg_start"][0], os.cpu_count() or 1), flush=True)
 
     results, failed = [], False
+    running = []  # (result, peer, store path) of the peers set up
     for name in a.peers:
         res = {"name": name, "best_gbps": None, "median_gbps": None, "ratio": None,
                "seconds": [], "open_seconds": [], "stored_bytes": None, "status": "ok",
@@ -435,16 +449,45 @@ def main(argv=None):
             failed = True
             continue
         res["notes"] = peer.notes
-        path = os.path.join(a.out_dir, name + ".zarr")
-        try:
-            for rep in range(a.reps):
+        running.append((res, peer, os.path.join(a.out_dir, name + ".zarr")))
+
+    def fail(res, e):
+        res["status"] = "failed"
+        res["notes"] += "; error: %s: %s" % (type(e).__name__, e)
+        print("%s: FAILED: %s: %s" % (res["name"], type(e).__name__, e), flush=True)
+        traceback.print_exc()
+
+    # Rep by rep, each peer once per rep; with --interleave, a rep starts
+    # when a line comes on stdin (the caller's own run came between), and
+    # the caller hears first that the frames are loaded and the peers set
+    # up, so that none of that overlaps its runs.
+    if control is not None:
+        control.write("ready\n")
+        control.flush()
+    for rep in range(a.reps):
+        if control is not None and not sys.stdin.readline():
+            break
+        for res, peer, path in running:
+            if res["status"] != "ok":
+                continue
+            try:
                 shutil.rmtree(path, ignore_errors=True)
                 os.sync()  # start every rep without dirty pages from the previous one
                 secs, open_s = peer.run(frames, path)
                 res["seconds"].append(round(secs, 6))
                 res["open_seconds"].append(round(open_s, 6))
                 print("%s rep %d: %.3f s (%.3f GB/s), open %.3f s"
-                      % (name, rep + 1, secs, in_bytes / secs / 1e9, open_s), flush=True)
+                      % (res["name"], rep + 1, secs, in_bytes / secs / 1e9, open_s), flush=True)
+            except Exception as e:
+                fail(res, e)
+                failed = True
+        if control is not None:
+            control.write("rep %d done\n" % (rep + 1))
+            control.flush()
+    for res, peer, path in running:
+        try:
+            if res["status"] != "ok" or not res["seconds"]:
+                continue
             res["stored_bytes"] = dir_bytes(path)
             res["ratio"] = round(in_bytes / res["stored_bytes"], 4) if res["stored_bytes"] else None
             res["best_gbps"] = round(in_bytes / min(res["seconds"]) / 1e9, 4)
@@ -456,13 +499,11 @@ def main(argv=None):
                     res["status"] = "failed"
                     res["notes"] += "; VERIFY FAILED: " + err
                     failed = True
-                print("%s: verify %s" % (name, "ok" if err is None else "FAILED: " + err), flush=True)
+                print("%s: verify %s" % (res["name"], "ok" if err is None else "FAILED: " + err),
+                      flush=True)
         except Exception as e:
-            res["status"] = "failed"
-            res["notes"] += "; error: %s: %s" % (type(e).__name__, e)
+            fail(res, e)
             failed = True
-            print("%s: FAILED: %s: %s" % (name, type(e).__name__, e), flush=True)
-            traceback.print_exc()
         finally:
             if not a.keep:
                 shutil.rmtree(path, ignore_errors=True)

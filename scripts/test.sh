@@ -16,7 +16,8 @@
 #    and from an S3-compatible server; OME-Zarr images (every level against
 #    a NumPy reference pyramid, the OME-NGFF 0.5 validator, ome-zarr-py) (s3s-fs on 127.0.0.1, started here and
 #    stopped at the end; the object store tests also start their own, s3s-fs
-#    and moto, and run the fault matrix against both through a fault proxy)
+#    and moto, and run the fault matrix against both through a fault proxy);
+#    a short tz-bench --peers run, the peers' reps between the stream's
 # 6. the header compiled standalone as C99 and C++17
 # 7. the CMake package installed to a temporary prefix; a downstream project
 #    built with find_package, shared and static; its examples and the C++
@@ -214,6 +215,20 @@ step "streams of several arrays: positions, a plate, two cameras (zarr-python, t
 TZ_ARRAYS_DIR="$work/arrays" cargo test --release --test arrays acquisitions_through_the_c_api
 "$PY" tests/readback/check_arrays.py --self-test
 "$PY" tests/readback/check_arrays.py --manifest "$work/arrays/manifest.tsv" --min 3
+
+step "tz-bench --peers: a rep of each peer between the stream's (cam-1k, 64 MiB)"
+target/release/tz-bench --config bench/configs/cam-1k.json --backend cpu --sink fs --fsync off \
+    --store-dir "$work" --bytes 64MiB --reps 2 --no-ceilings --peers --python "$PY" \
+    --out "$work/bench-peers.json" >/dev/null
+"$PY" - "$work/bench-peers.json" <<'CHECK'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ran = [p for p in r["peers"] if p["status"] != "skipped"]
+assert len(r["figures"]["seconds"]) == 2 and ran, r["notes"]
+for p in ran:
+    assert p["status"] == "ok" and p["verified"] and len(p["seconds"]) == 2, p
+print("tz-bench --peers: %s, two reps each, verified" % ", ".join(p["name"] for p in ran))
+CHECK
 
 step "readback from an S3 server by zarr-python (s3fs) and tensorstore (s3 kvstore)"
 s3_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

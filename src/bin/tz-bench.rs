@@ -188,6 +188,38 @@ fn measure(
     let mut cpu_ceiling = o
         .ceilings
         .then(|| ceilings::CpuCeiling::prepare(v, frames, v.threads));
+    let mut notes = Vec::new();
+    let mut failed = false;
+    // The peers' reps alternate with the stream's (see `peers`).
+    let mut peer_run = None;
+    if o.peers {
+        if o.sink == SinkKind::Discard {
+            notes.push(
+                "the peers write a store: compare them with the fs-sink figure \
+                 (this run discarded its shards)"
+                    .into(),
+            );
+        }
+        match peers::unsupported(v) {
+            Some(why) => notes.push(format!("peers not run: {why}")),
+            None => {
+                let req = peers::Request {
+                    root,
+                    python: o.python.as_deref(),
+                    work: run.work.expect("created for --peers").path(),
+                    reps: o.reps,
+                    threads: o.threads,
+                };
+                match peers::start(&req, v, frames) {
+                    Ok(p) => peer_run = Some(p),
+                    Err(e) => {
+                        notes.push(format!("peers failed: {e}"));
+                        failed = true;
+                    }
+                }
+            }
+        }
+    }
     let mut runs = Vec::new();
     for rep in 1..=o.reps {
         progress.start(format!("rep {rep}/{}", o.reps));
@@ -200,6 +232,13 @@ fn measure(
         )?);
         if let Some(c) = &mut cpu_ceiling {
             c.run_between(o.reps);
+        }
+        if let Some(p) = &mut peer_run {
+            progress.start(format!("peers' rep {rep}/{}", o.reps));
+            if let Err(e) = p.rep() {
+                notes.push(format!("peers failed: {e}"));
+                failed = true;
+            }
         }
     }
     let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
@@ -226,45 +265,24 @@ fn measure(
         c.tiledzarr_over_ceiling = c.gbps.map(|g| best_gbps / g);
     }
 
-    let mut notes = Vec::new();
-    let mut failed = false;
     let codec_label = protocol::label(config.codec);
     let (mut peer_list, mut peers_setup) = (Vec::new(), serde_json::Value::Null);
-    if o.peers {
-        if o.sink == SinkKind::Discard {
-            notes.push(
-                "the peers write a store: compare them with the fs-sink figure \
-                 (this run discarded its shards)"
-                    .into(),
-            );
-        }
-        match peers::unsupported(v) {
-            Some(why) => notes.push(format!("peers not run: {why}")),
-            None => {
-                let req = peers::Request {
-                    root,
-                    python: o.python.as_deref(),
-                    work: run.work.expect("created for --peers").path(),
-                    reps: o.reps,
-                    threads: o.threads,
-                };
-                match peers::run(&req, v, frames) {
-                    Ok(out) => {
-                        peer_list = out.peers;
-                        peers_setup = out.setup;
-                    }
-                    Err(e) => {
-                        notes.push(format!("peers failed: {e}"));
-                        failed = true;
-                    }
-                }
+    if let Some(p) = peer_run {
+        match p.finish() {
+            Ok(out) => {
+                peer_list = out.peers;
+                peers_setup = out.setup;
+            }
+            Err(e) => {
+                notes.push(format!("peers failed: {e}"));
+                failed = true;
             }
         }
-        for p in &mut peer_list {
-            let over = p["best_gbps"].as_f64().map(|g| best_gbps / g);
-            p["tiledzarr_over_peer"] = over.into();
-            failed |= p["status"] == "failed";
-        }
+    }
+    for p in &mut peer_list {
+        let over = p["best_gbps"].as_f64().map(|g| best_gbps / g);
+        p["tiledzarr_over_peer"] = over.into();
+        failed |= p["status"] == "failed";
     }
     device.load_after = record::load_average();
     if best.summary.backend == BackendKind::Gpu {

@@ -60,7 +60,8 @@ usage: tz-bench [options]
                             of the source tree, or of the working directory
                             where the binary runs outside one)
   --peers                   also run scripts/bench-peers.py on the same frames
-                            and codec (acquire-zarr, tensorstore)
+                            and codec (acquire-zarr, tensorstore), a rep of
+                            each after each of the stream's
   --python PATH             interpreter for the peers (default .venv/bin/python)
   --no-ceilings             skip the ceiling measurements
   --positions N             a time-lapse of N positions instead: one stream

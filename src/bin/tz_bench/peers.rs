@@ -1,12 +1,14 @@
 //! Peers: `scripts/bench-peers.py` (acquire-zarr, tensorstore) on the same
 //! frames, shapes, codec and level, writing to the same disk (a peer that
-//! cannot write the codec is listed as skipped). Its JSON `peers`
-//! list is merged into the record unchanged.
+//! cannot write the codec is listed as skipped), a rep of each after each
+//! of the stream's runs. Its JSON `peers` list is merged into the record
+//! unchanged.
 
 use super::data::Frames;
 use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use tiledzarr::config::{Codec, Validated};
 
 pub struct Outcome {
@@ -72,7 +74,22 @@ pub fn unsupported(v: &Validated) -> Option<String> {
     None
 }
 
-pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, String> {
+/// The peer script running beside the stream's runs (its `--interleave`
+/// mode): one warm process, a rep of every peer after each of the
+/// stream's runs, so that both meet the machine in the same minutes.
+pub struct Interleaved {
+    child: Child,
+    turns: ChildStdin,
+    answers: BufReader<ChildStdout>,
+    json: PathBuf,
+    raw: PathBuf,
+    /// The script stopped answering: no more reps are asked of it.
+    ended: bool,
+}
+
+/// Writes the frames for the peers, starts the script and waits until it
+/// has loaded them and set its peers up.
+pub fn start(req: &Request, v: &Validated, frames: &Frames) -> Result<Interleaved, String> {
     let script = req.root.join("scripts/bench-peers.py");
     let python = req
         .python
@@ -110,32 +127,90 @@ pub fn run(req: &Request, v: &Validated, frames: &Frames) -> Result<Outcome, Str
         .arg("--out-dir")
         .arg(&out_dir)
         .args(["--reps", &req.reps.to_string()])
+        .arg("--interleave")
         .arg("--json")
         .arg(&json);
     if let Some(t) = req.threads {
         cmd.args(["--threads", &t.to_string()]);
     }
-    // The script's own table goes to stderr: stdout carries only ours.
-    cmd.stdout(Stdio::from(std::io::stderr()));
-    eprintln!("tz-bench: running {}", script.display());
-    let status = cmd
-        .status()
+    // The script's own table goes to stderr; stdout answers each rep.
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+    eprintln!("tz-bench: starting {}", script.display());
+    let mut child = cmd
+        .spawn()
         .map_err(|e| format!("running {}: {e}", python.display()))?;
-    // A failed peer still leaves its JSON (with status "failed"): keep it.
-    let text = std::fs::read_to_string(&json).map_err(|e| {
-        format!(
-            "the peer script ({status}) wrote no {}: {e}",
-            json.display()
-        )
-    })?;
-    let _ = std::fs::remove_file(&raw);
-    let doc: Value =
-        serde_json::from_str(&text).map_err(|e| format!("reading {}: {e}", json.display()))?;
-    let peers = doc["peers"].as_array().cloned().unwrap_or_default();
-    Ok(Outcome {
-        peers,
-        setup: doc["data"].clone(),
+    let turns = child.stdin.take().expect("piped");
+    let mut answers = BufReader::new(child.stdout.take().expect("piped"));
+    // Loading the frames and setting the peers up must not overlap the
+    // stream's first run.
+    let mut ready = String::new();
+    answers
+        .read_line(&mut ready)
+        .map_err(|e| format!("the peer script: {e}"))?;
+    if ready.trim() != "ready" {
+        let _ = child.wait();
+        return Err(format!("the peer script did not start ({ready:?})"));
+    }
+    Ok(Interleaved {
+        child,
+        turns,
+        answers,
+        json,
+        raw,
+        ended: false,
     })
+}
+
+impl Interleaved {
+    /// Runs one rep of every peer and waits for it (an error once, when the
+    /// script stops answering; nothing after).
+    pub fn rep(&mut self) -> Result<(), String> {
+        if self.ended {
+            return Ok(());
+        }
+        self.ended = true;
+        let mut answer = String::new();
+        writeln!(self.turns, "go")
+            .and_then(|()| self.turns.flush())
+            .and_then(|()| self.answers.read_line(&mut answer).map(|_| ()))
+            .map_err(|e| format!("the peer script: {e}"))?;
+        if !answer.starts_with("rep ") {
+            return Err(format!("the peer script ended early ({answer:?})"));
+        }
+        self.ended = false;
+        Ok(())
+    }
+
+    /// Lets the script verify and report; its `peers` list and setup.
+    pub fn finish(self) -> Result<Outcome, String> {
+        let Interleaved {
+            mut child,
+            turns,
+            answers,
+            json,
+            raw,
+            ..
+        } = self;
+        drop((turns, answers));
+        let status = child
+            .wait()
+            .map_err(|e| format!("waiting for the peer script: {e}"))?;
+        // A failed peer still leaves its JSON (with status "failed"): keep it.
+        let text = std::fs::read_to_string(&json).map_err(|e| {
+            format!(
+                "the peer script ({status}) wrote no {}: {e}",
+                json.display()
+            )
+        })?;
+        let _ = std::fs::remove_file(&raw);
+        let doc: Value =
+            serde_json::from_str(&text).map_err(|e| format!("reading {}: {e}", json.display()))?;
+        let peers = doc["peers"].as_array().cloned().unwrap_or_default();
+        Ok(Outcome {
+            peers,
+            setup: doc["data"].clone(),
+        })
+    }
 }
 
 /// The repository root: the working directory when it holds the peer
