@@ -119,7 +119,7 @@ check "codecs-cpu" "$here/bin/tz-bench" --config cam-32 --backend cpu --sink dis
 fi
 
 if wants fsync; then
-step "the cost of fsync: cam-32, GPU backend, filesystem store, fsync on and off"
+step "the cost of fsync and of the page cache: cam-32, GPU backend, filesystem store, fsync on and off, shard files through the page cache and around it"
 store_dir="${TZ_BENCH_DIR:-/tmp}/tz-bench-fsync"
 mkdir -p "$store_dir"
 # The disk's own durable write rate, the ceiling of a store with fsync.
@@ -127,9 +127,12 @@ check "durable-write-probe" python3 "$here/scripts/durable-write-probe.py" "$sto
     >"$results/durable-write-probe.txt"
 cat "$results/durable-write-probe.txt"
 for fsync in on off; do
-    check "fsync-$fsync" "$here/bin/tz-bench" --config cam-32 --backend gpu --sink fs \
-        --store-dir "$store_dir" --fsync "$fsync" --bytes "${TZ_FSYNC_BYTES:-8GiB}" --reps 2 \
-        --no-ceilings --out "$results/fsync-$fsync-cam-32-gpu-fs.json"
+    for page_cache in off on; do
+        check "fsync-$fsync-page-cache-$page_cache" "$here/bin/tz-bench" --config cam-32 \
+            --backend gpu --sink fs --store-dir "$store_dir" --fsync "$fsync" \
+            --page-cache "$page_cache" --bytes "${TZ_FSYNC_BYTES:-8GiB}" --reps 2 --no-ceilings \
+            --out "$results/fsync-$fsync-page-cache-$page_cache-cam-32-gpu-fs.json"
+    done
 done
 rm -rf "$store_dir"
 fi

@@ -72,7 +72,7 @@ x86_64-w64-mingw32-gcc -O2 -shared -o "$work/bcryptprimitives.dll" \
 cp "$work/bcryptprimitives.dll" "$WINEPREFIX/drive_c/windows/system32/"
 
 # The integration tests that run under Wine, and those that do not, by name.
-wine_tests=(rust_api c_api_roundtrip reserve_commit latency_bound store_windows skipped_frames recover_stores)
+wine_tests=(rust_api c_api_roundtrip reserve_commit latency_bound store_windows skipped_frames recover_stores unbuffered_store)
 declare -A not_under_wine=(
     [c_api_errors]="uses unix symlinks, /dev/full and file permissions"
     [c_api_ome]="guards buffers with mmap/mprotect pages"

@@ -247,7 +247,7 @@ fn bad_options_are_refused_naming_the_field() {
     assert_eq!(tz_options_init(o.as_mut_ptr()), 0);
     let mut o = unsafe { o.assume_init() };
     assert_eq!(o.struct_size, std::mem::size_of::<tz_options>());
-    assert_eq!(o.struct_size, 32);
+    assert_eq!(o.struct_size, 40);
     assert_eq!(o.store_timeout_s, 0);
     let mut c = std::mem::MaybeUninit::<tz_config>::uninit();
     assert_eq!(tz_config_init(c.as_mut_ptr()), 0);

@@ -50,6 +50,23 @@ def test_append_round_trip(store, dtype):
     assert m.shards_emitted > 0 and m.bytes_out > 0
 
 
+@pytest.mark.parametrize("page_cache", [False, True])
+def test_shard_files_with_and_without_the_page_cache(tmp_path, page_cache):
+    """`store.page_cache` is taken, and the store reads back the same either
+    way (by default a folder on a local disk has its shard files written
+    around the page cache; tmp_path may be memory, where they go through
+    it)."""
+    data = frames(21, (96, 80))
+    c = config(tmp_path / "a.zarr")
+    c["store"]["page_cache"] = page_cache
+    with tiledzarr.Stream(c) as s:
+        s.append(data)
+    np.testing.assert_array_equal(read(tmp_path / "a.zarr"), data)
+    c["store"]["page_cache"] = "yes"
+    with pytest.raises(tiledzarr.ConfigError, match="page_cache"):
+        tiledzarr.Stream(c)
+
+
 def test_stack_of_frames_and_the_config_forms(tmp_path):
     data = frames(16, (96, 80))
     c = config(tmp_path / "dict.zarr")

@@ -172,7 +172,13 @@ fn measure(
     let frame_shape: Vec<u64> = layout.dims()[1..].iter().map(|d| d.size).collect();
     let store = run.work.map(|w| w.path().join("store.zarr"));
     let target = match (&o.sink, &store) {
-        (SinkKind::Fs, Some(path)) => Target::Fs(path, o.fsync),
+        (SinkKind::Fs, Some(path)) => Target::Fs(
+            path,
+            stream::FsChoices {
+                fsync: o.fsync,
+                page_cache: o.page_cache,
+            },
+        ),
         _ => Target::Discard,
     };
 
@@ -221,6 +227,7 @@ fn measure(
         }
     }
     let mut runs = Vec::new();
+    let unbuffered_before = tiledzarr::sink::fs_unbuffered_files();
     for rep in 1..=o.reps {
         progress.start(format!("rep {rep}/{}", o.reps));
         runs.push(stream::run(
@@ -241,6 +248,7 @@ fn measure(
             }
         }
     }
+    let unbuffered_files = tiledzarr::sink::fs_unbuffered_files() - unbuffered_before;
     let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let (best_s, median_s) = best_and_median(&seconds);
     let best = runs
@@ -331,6 +339,8 @@ fn measure(
             dir: fs.then(|| store_base(o).display().to_string()),
             filesystem: fs.then(|| record::filesystem(&store_base(o))).flatten(),
             fsync: fs.then_some(o.fsync),
+            page_cache: fs.then_some(o.page_cache),
+            unbuffered_files: fs.then_some(unbuffered_files),
         },
         figures: record::Figures {
             best_gbps,

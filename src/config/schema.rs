@@ -407,6 +407,15 @@ pub struct Store {
     /// its upload returns.)
     #[serde(default = "yes")]
     pub fsync: bool,
+    /// Write shard files through the operating system's page cache. Off
+    /// (the default), a folder on a local disk (Linux: ext4, XFS, btrfs,
+    /// f2fs; Windows: a fixed drive) has its shard files written around
+    /// it (`O_DIRECT`, `FILE_NO_BUFFERING`): no copy into the kernel's
+    /// pages, and no page cache filled with shards during a long stream.
+    /// Other folders (network mounts, memory) always go through it. An
+    /// object store ignores it.
+    #[serde(default)]
+    pub page_cache: bool,
 }
 
 impl Default for Store {
@@ -419,6 +428,7 @@ impl Default for Store {
             timeout_s: None,
             overwrite: false,
             fsync: true,
+            page_cache: false,
         }
     }
 }

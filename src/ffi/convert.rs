@@ -138,6 +138,7 @@ pub fn options_defaults() -> tz_options {
         max_latency_ms: 0,
         device_bytes: 0,
         store_timeout_s: 0,
+        store_page_cache: 0,
     }
 }
 
@@ -172,6 +173,17 @@ pub fn apply_options(config: &mut Config, o: &tz_options) -> Result<()> {
             ));
         };
         store.timeout_s = Some(o.store_timeout_s);
+    }
+    if o.store_page_cache != 0 {
+        let Some(store) = config.store.as_mut() else {
+            return Err(bad(
+                "options.store_page_cache",
+                "chooses how a store writes its files, and the stream has none \
+                 (store_path is NULL)"
+                    .into(),
+            ));
+        };
+        store.page_cache = true;
     }
     Ok(())
 }

@@ -315,18 +315,21 @@ pub struct tz_array {
 }
 
 /// How a stream runs, beyond what `tz_config` says: the latency bound, a
-/// cap on the GPU's device memory and how long the store waits on a disk
-/// or server that does not answer (tz_create_with,
+/// cap on the GPU's device memory, how long the store waits on a disk or
+/// server that does not answer, and whether its shard files go through
+/// the page cache (tz_create_with,
 /// tz_estimate_memory_with, tz_create_arrays). Start from
 /// `tz_options_init`; a field left 0 takes its default. JSON:
-/// `max_latency_ms`, `device_bytes`, `store.timeout_s`. Since 0.5.
+/// `max_latency_ms`, `device_bytes`, `store.timeout_s`,
+/// `store.page_cache`. Since 0.5.
 ///
 /// Versioned by its size as `tz_image` is: `struct_size` is
 /// `sizeof(tz_options)` as the caller compiled it; smaller than 0.5's
 /// struct (24 bytes) or larger than this library's is refused with
 /// TZ_ERR_INVALID_ARGUMENT naming `options.struct_size`. A program built
 /// against 0.5 to 0.8 passes 24 bytes, and `store_timeout_s` keeps its
-/// default.
+/// default; one built against 0.9 to 0.11 passes 32 bytes, and
+/// `store_page_cache` keeps its default.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_options {
@@ -352,6 +355,16 @@ pub struct tz_options {
     /// a store (`store_path`): with a callback only, TZ_ERR_CONFIG. Since
     /// 0.9.
     pub store_timeout_s: u64,
+    /// Non-zero: write the store's shard files through the operating
+    /// system's page cache. 0 (the default): a store folder on a local
+    /// disk (Linux: ext4, XFS, btrfs, f2fs; Windows: a fixed drive) has
+    /// them written around it (O_DIRECT, FILE_FLAG_NO_BUFFERING), which
+    /// spares the cores a copy into the kernel's pages and keeps a long
+    /// stream from filling the page cache; other folders (network mounts,
+    /// memory) go through it either way. Needs a store folder: with a
+    /// callback only, TZ_ERR_CONFIG; an object store ignores it. Since
+    /// 0.12.
+    pub store_page_cache: u32,
 }
 
 /// Counters of a stream, at the moment of the call.

@@ -135,6 +135,10 @@ pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
         total.host_bytes = total.host_bytes.saturating_add(frame_metadata_bytes(v));
     }
     total.host_bytes = total.host_bytes.saturating_add(delivery_batch_bytes(plan));
+    if let Some(store) = plan.shared().config.store.as_ref() {
+        let buffers = crate::sink::folder_store_buffer_bytes(store);
+        total.host_bytes = total.host_bytes.saturating_add(buffers);
+    }
     if plan.arrays.len() > 1 {
         for (a, v) in plan.arrays.iter().enumerate() {
             if lanes.first.contains(&a) {

@@ -2,7 +2,8 @@
 //! layers above ask their question here and never read an operating
 //! system's files or call its interfaces themselves. Each answer has a half
 //! per system: `unix` (files and disks on any unix), `linux` (its memory
-//! accounting: `/proc`, cgroups) and `windows`. A target without a half for
+//! accounting: `/proc`, cgroups; writes around the page cache) and
+//! `windows`. A target without a half for
 //! a question answers "unknown" where it can (`None`: no memory limit
 //! known), and nothing else here says `cfg`.
 //!
@@ -33,6 +34,22 @@ mod memory {
         None
     }
     pub fn fault_in(_region: *mut u8, _len: usize) {}
+}
+
+#[cfg(target_os = "linux")]
+use linux as unbuffered;
+#[cfg(windows)]
+use windows as unbuffered;
+
+/// The answers of a target without writes around the page cache yet.
+#[cfg(not(any(target_os = "linux", windows)))]
+mod unbuffered {
+    pub fn writes_suit(_folder: &std::path::Path) -> bool {
+        false
+    }
+    pub fn create(_path: &std::path::Path) -> std::io::Result<std::fs::File> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
 }
 
 use std::fs::File;
@@ -146,4 +163,29 @@ pub fn unusable_path(path: &Path) -> Option<String> {
 /// that one run's write-back is not charged to the next). Best effort.
 pub fn sync_disks() {
     files::sync_disks()
+}
+
+/// What writes around the page cache need aligned: the address of the
+/// bytes written, their length and their offset in the file. 4 KiB, the
+/// sector of every common disk; a disk whose sectors are larger refuses
+/// such writes, and the writer then goes through the page cache.
+pub const UNBUFFERED_ALIGN: usize = 4096;
+
+/// Whether files in `folder` are best written around the page cache: on
+/// a local disk's file system that takes such writes (Linux: ext4, XFS,
+/// btrfs, f2fs; Windows: a fixed drive). Not on a network mount, where
+/// each such write waits for the server, nor in memory (tmpfs). Elsewhere
+/// `false`.
+pub fn unbuffered_writes_suit(folder: &Path) -> bool {
+    unbuffered::writes_suit(folder)
+}
+
+/// Creates (or truncates) the file at `path` for writing around the page
+/// cache (Linux `O_DIRECT`, Windows `FILE_FLAG_NO_BUFFERING`): every write
+/// must be of whole [`UNBUFFERED_ALIGN`] blocks from memory aligned as
+/// much, at an aligned offset; `File::set_len` then gives the file its
+/// length. A file system that takes no such writes answers `InvalidInput`
+/// here or at the first write; elsewhere `Unsupported`.
+pub fn create_unbuffered(path: &Path) -> std::io::Result<File> {
+    unbuffered::create(path)
 }

@@ -8,9 +8,15 @@ mod images;
 mod object;
 mod stall;
 
+/// Whether a folder store in this folder writes its shard files around
+/// the page cache (unless asked not to).
+pub use crate::platform::unbuffered_writes_suit;
 pub use attributes::SharedAttributes;
+pub use fs::buffer_bytes as folder_store_buffer_bytes;
 #[doc(hidden)]
 pub use fs::sync_calls as fs_sync_calls;
+#[doc(hidden)]
+pub use fs::unbuffered_files as fs_unbuffered_files;
 pub use fs::{recover, recover_within, FsStore, Recovery, LOCK_FILE};
 pub use object::S3Store;
 pub use stall::StallWatch;

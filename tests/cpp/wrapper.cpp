@@ -263,11 +263,16 @@ void structs_and_callback(const std::string& store) {
           "the callback saw " + std::to_string(shards[0]) + " and " + std::to_string(shards[1]) +
               " shards of arrays 0 and 1, expected 2 and 2");
 
-    // A store's bound without a store is refused, naming the field; with
-    // one it is taken.
+    // A store's bound and its page cache without a store are refused,
+    // naming the field; with one they are taken.
     options.store_timeout_s = 5;
     expect_error("store_timeout_s without a store", TZ_ERR_CONFIG, "options.store_timeout_s",
                  [&] { tiledzarr::Stream::with_options(config, nullptr, options, count); });
+    options.store_timeout_s = 0;
+    options.store_page_cache = 1;
+    expect_error("store_page_cache without a store", TZ_ERR_CONFIG, "options.store_page_cache",
+                 [&] { tiledzarr::Stream::with_options(config, nullptr, options, count); });
+    options.store_timeout_s = 5;
     const std::string path = store + "-options.zarr";
     config.store_path = path.c_str();
     config.overwrite = 1;

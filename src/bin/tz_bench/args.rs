@@ -22,6 +22,9 @@ usage: tz-bench [options]
   --fsync on|off            with --sink fs: flush every shard file and its
                             folder to the disk before it counts as written
                             (default on, as the library's default)
+  --page-cache on|off       with --sink fs: write shard files through the page
+                            cache (default off, as the library's default: around
+                            it where the store's disk takes such writes)
   --store-dir DIR           where the store, peer stores and raw frames go
                             (default: the system temp dir); removed at the end
   --bytes SIZE              data streamed per rep, e.g. 2GiB, 512MiB, 8GB
@@ -164,6 +167,8 @@ pub struct Options {
     pub store_dir: Option<PathBuf>,
     /// The store's fsync (filesystem sink).
     pub fsync: bool,
+    /// The store's page_cache (filesystem sink).
+    pub page_cache: bool,
     pub bytes: Option<u64>,
     pub reps: usize,
     pub pattern: Pattern,
@@ -196,6 +201,7 @@ impl Default for Options {
             sink: SinkKind::Discard,
             store_dir: None,
             fsync: true,
+            page_cache: false,
             bytes: None,
             reps: 3,
             pattern: Pattern::Microscopy,
@@ -249,6 +255,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             }
             "--store-dir" => o.store_dir = Some(value()?.into()),
             "--fsync" => o.fsync = choice(&key, &value()?, &[("on", true), ("off", false)])?,
+            "--page-cache" => {
+                o.page_cache = choice(&key, &value()?, &[("on", true), ("off", false)])?
+            }
             "--bytes" => o.bytes = Some(parse_bytes(&value()?)?),
             "--reps" => o.reps = number(&key, &value()?)?,
             "--pattern" => {

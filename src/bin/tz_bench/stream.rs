@@ -49,8 +49,16 @@ pub fn resident_bytes() -> Option<u64> {
 /// Where the shards of a run go.
 pub enum Target<'a> {
     Discard,
-    /// A store at this path, replaced by each run, with or without fsync.
-    Fs(&'a std::path::Path, bool),
+    /// A store at this path, replaced by each run, with or without fsync
+    /// and the page cache.
+    Fs(&'a std::path::Path, FsChoices),
+}
+
+/// A folder store's settings that a run chooses.
+#[derive(Clone, Copy)]
+pub struct FsChoices {
+    pub fsync: bool,
+    pub page_cache: bool,
 }
 
 pub fn run(
@@ -63,11 +71,12 @@ pub fn run(
     let mut config = config.clone();
     let sink: Option<Box<dyn ShardSink>> = match target {
         Target::Discard => Some(Box::new(Discard)),
-        Target::Fs(path, fsync) => {
+        Target::Fs(path, choices) => {
             config.store = Some(Store {
                 path: path.to_path_buf(),
                 overwrite: true,
-                fsync: *fsync,
+                fsync: choices.fsync,
+                page_cache: choices.page_cache,
                 ..Default::default()
             });
             None

@@ -1,10 +1,13 @@
 //! The Linux half of the platform layer: the memory accounting (`/proc`
-//! and the cgroup file systems) and faulting in memory.
+//! and the cgroup file systems), faulting in memory, and writes around
+//! the page cache.
 
 mod cgroup;
 mod memory;
+mod unbuffered;
 
 pub use memory::available_host_bytes;
+pub use unbuffered::{create, writes_suit};
 
 /// Faults in the whole pages inside `region`
 /// (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14 and later) instead of one

@@ -2,9 +2,11 @@
 
 mod memory;
 mod names;
+mod unbuffered;
 
 pub use memory::available_host_bytes;
 pub use names::unusable_path;
+pub use unbuffered::{create, writes_suit};
 
 use std::fs::File;
 use std::os::windows::io::AsRawHandle;

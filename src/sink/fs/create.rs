@@ -5,8 +5,8 @@
 use super::flusher::Flusher;
 use super::folders::{create_folders, remove_empty_folders};
 use super::lock::StoreLock;
-use super::{ownership, sync_folder, FsStore, Writers, PATIENCE};
-use crate::config::Plan;
+use super::{ownership, sync_folder, FsStore, Unbuffered, Writers, PATIENCE};
+use crate::config::{Plan, Store};
 use crate::error::{Error, Result};
 use crate::platform::FileId;
 use crate::sink::images::Images;
@@ -89,7 +89,7 @@ impl FsStore {
             Some(create_folders(&root)?)
         };
         watch.answered();
-        match FsStore::open(plan, &root, existed, store.fsync, watch) {
+        match FsStore::open(plan, &root, existed, store, watch) {
             Ok(s) => Ok((s, created)),
             Err(e) => {
                 if let Some(top) = created {
@@ -106,9 +106,10 @@ impl FsStore {
         plan: &Plan,
         root: &Path,
         existed: bool,
-        fsync: bool,
+        store: &Store,
         watch: Arc<StallWatch>,
     ) -> Result<FsStore> {
+        let fsync = store.fsync;
         let lock = StoreLock::acquire(root)?;
         watch.answered();
         if existed {
@@ -127,6 +128,7 @@ impl FsStore {
                 None
             },
             writers: Writers::default(),
+            unbuffered: Unbuffered::for_folder(root, store.page_cache),
             watch,
             images,
             attributes: Arc::new(SharedAttributes::new(

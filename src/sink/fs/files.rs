@@ -2,6 +2,7 @@
 //! renamed into place, flushed to the disk where asked.
 
 use super::flusher::Flusher;
+use super::unbuffered::Unbuffered;
 use super::{PATIENCE, SYNC_CALLS};
 use crate::error::{Error, Result};
 use crate::platform;
@@ -15,19 +16,24 @@ use std::time::Duration;
 
 /// Writes `shard` at `key` (its folder exists): through the flush threads
 /// with `fsync`, else renamed into place at once; a reader's hold on the
-/// old file that refuses the rename is an answer of the disk to `watch`.
-pub fn write_shard(
-    key: &Path,
-    shard: &Shard<'_>,
-    flusher: Option<&Flusher>,
-    fsync: bool,
-    watch: &StallWatch,
-) -> Result<()> {
-    match flusher {
-        Some(flusher) => write_temporary(key, &shard.parts())
-            .and_then(|(file, tmp)| flusher.submit(file, tmp, key.to_path_buf())),
-        None => write_atomically(key, &shard.parts(), fsync, PATIENCE, watch),
+/// old file that refuses the rename is an answer of the disk to the
+/// store's watch.
+pub fn write_shard(key: &Path, shard: &Shard<'_>, store: &ShardWriting<'_>) -> Result<()> {
+    let (file, tmp) = write_temporary(key, &shard.parts(), store.unbuffered)?;
+    match store.flusher {
+        Some(flusher) => flusher.submit(file, tmp, key.to_path_buf()),
+        None => put_in_place(file, &tmp, key, store.fsync, PATIENCE, store.watch),
     }
+}
+
+/// How a store writes its shard files.
+pub struct ShardWriting<'s> {
+    /// With `fsync`: the threads that flush and rename them.
+    pub flusher: Option<&'s Flusher>,
+    pub fsync: bool,
+    /// Around the page cache, where the store does so.
+    pub unbuffered: Option<&'s Unbuffered>,
+    pub watch: &'s StallWatch,
 }
 
 /// Writes `parts` to `path` through a temporary file renamed into place;
@@ -40,7 +46,7 @@ pub fn write_atomically(
     patience: Duration,
     watch: &StallWatch,
 ) -> Result<()> {
-    let (f, tmp) = write_temporary(path, parts)?;
+    let (f, tmp) = write_temporary(path, parts, None)?;
     put_in_place(f, &tmp, path, fsync, patience, watch)?;
     match path.parent() {
         Some(folder) if fsync => sync_folder(folder),
@@ -81,12 +87,20 @@ pub fn put_in_place(
 }
 
 /// Writes `parts` to a temporary file beside `path` (`path.partial`),
-/// removed again on failure; the open file and its path.
-pub fn write_temporary(path: &Path, parts: &[&[u8]]) -> Result<(fs::File, PathBuf)> {
+/// around the page cache where `unbuffered` says so, removed again on
+/// failure; the open file and its path.
+pub fn write_temporary(
+    path: &Path,
+    parts: &[&[u8]],
+    unbuffered: Option<&Unbuffered>,
+) -> Result<(fs::File, PathBuf)> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".partial");
     let tmp = PathBuf::from(tmp);
     let write = || -> std::io::Result<fs::File> {
+        if let Some(f) = unbuffered.map_or(Ok(None), |u| u.write(&tmp, parts))? {
+            return Ok(f);
+        }
         let mut f = fs::File::create(&tmp)?;
         for p in parts {
             f.write_all(p)?;

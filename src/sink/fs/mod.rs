@@ -18,10 +18,13 @@ mod folders;
 mod lock;
 mod ownership;
 mod recover;
+mod unbuffered;
 mod writers;
 
 pub use lock::LOCK_FILE;
 pub use recover::{recover, recover_within, Recovery};
+pub use unbuffered::{files_written as unbuffered_files, BUFFER_BYTES as UNBUFFERED_BUFFER_BYTES};
+pub use writers::THREADS as WRITER_THREADS;
 
 use super::images::Images;
 use super::{ShardProgress, ShardSink, SharedAttributes, StallWatch, StreamHooks};
@@ -30,7 +33,7 @@ use crate::memory::try_reserve;
 use crate::metadata::Document;
 use crate::platform::FileId;
 use crate::shard::Shard;
-use files::{sync_folder, write_atomically, write_shard};
+use files::{sync_folder, write_atomically, write_shard, ShardWriting};
 use flusher::Flusher;
 use lock::StoreLock;
 use std::fs;
@@ -38,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use unbuffered::Unbuffered;
 use writers::Writers;
 
 /// fsync calls made by every store of this process: how a test sees that
@@ -61,6 +65,18 @@ const STREAMING_PATIENCE: Duration = Duration::from_millis(100);
 /// its run. A reader sees a row in `zarr.json` at most this much later.
 const EXTENT_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Host memory a folder store holds beyond its shards: the buffers its
+/// threads (at most [`WRITER_THREADS`], and the delivery thread) copy shard
+/// files through to write them around the page cache. None for an object
+/// store or where the page cache is asked for.
+pub fn buffer_bytes(store: &crate::config::Store) -> u64 {
+    if store.url.is_some() || store.page_cache {
+        return 0;
+    }
+    let buffer = (UNBUFFERED_BUFFER_BYTES + crate::platform::UNBUFFERED_ALIGN) as u64;
+    (WRITER_THREADS as u64 + 1) * buffer
+}
+
 #[doc(hidden)]
 pub fn sync_calls() -> u64 {
     SYNC_CALLS.load(Ordering::Relaxed)
@@ -76,6 +92,8 @@ pub struct FsStore {
     flusher: Option<Flusher>,
     /// Writes the shards of a row on threads of its own.
     writers: Writers,
+    /// Writes shard files around the page cache (see [`unbuffered`]).
+    unbuffered: Option<Unbuffered>,
     /// Each call into the store and each answer of its disk, for the
     /// stream to give up on a disk that stalls.
     watch: Arc<StallWatch>,
@@ -237,7 +255,13 @@ impl ShardSink for FsStore {
         self.check_folder()?;
         let key = self.shard_key(shard);
         let written = self.create_folder_of(&key).and_then(|()| {
-            write_shard(&key, shard, self.flusher.as_ref(), self.fsync, &self.watch)
+            let writing = ShardWriting {
+                flusher: self.flusher.as_ref(),
+                fsync: self.fsync,
+                unbuffered: self.unbuffered.as_ref(),
+                watch: &self.watch,
+            };
+            write_shard(&key, shard, &writing)
         });
         self.after_writing(std::iter::once((&key, &written)))?;
         written
@@ -256,11 +280,17 @@ impl ShardSink for FsStore {
                 .map_err(|e| self.check_folder().err().unwrap_or(e))?;
             keys.push(key);
         }
-        let (flusher, fsync, watch) = (self.flusher.as_ref(), self.fsync, &self.watch);
+        // The fields one by one: the row's threads borrow `writers` too.
+        let writing = ShardWriting {
+            flusher: self.flusher.as_ref(),
+            fsync: self.fsync,
+            unbuffered: self.unbuffered.as_ref(),
+            watch: &self.watch,
+        };
         let write = |i: usize| -> Result<()> {
             progress.proceed()?;
-            write_shard(&keys[i], &shards[i], flusher, fsync, watch)?;
-            watch.answered();
+            write_shard(&keys[i], &shards[i], &writing)?;
+            writing.watch.answered();
             progress.written(&shards[i]);
             Ok(())
         };
