@@ -268,6 +268,36 @@ typedef uint32_t tz_downsample_method;
 #endif // __cplusplus
 
 /**
+ * Whether a store's shard files go through the operating system's page
+ * cache (`tz_options.store_page_cache`). Since 0.12.
+ */
+enum tz_page_cache
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Around it with fsync, through it without (`store_skip_fsync`).
+   */
+  TZ_PAGE_CACHE_DEFAULT = 0,
+  /**
+   * Through it.
+   */
+  TZ_PAGE_CACHE_THROUGH = 1,
+  /**
+   * Around it, where the store folder is on a local disk.
+   */
+  TZ_PAGE_CACHE_AROUND = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tz_page_cache tz_page_cache;
+#else
+typedef uint32_t tz_page_cache;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * One dimension; dimension 0 is the slowest.
  */
 typedef struct tz_dimension {
@@ -621,15 +651,18 @@ typedef struct tz_options {
    */
   uint64_t store_timeout_s;
   /**
-   * Non-zero: write the store's shard files through the operating
-   * system's page cache. 0 (the default): a store folder on a local
-   * disk (Linux: ext4, XFS, btrfs, f2fs; Windows: a fixed drive) has
-   * them written around it (O_DIRECT, FILE_FLAG_NO_BUFFERING), which
-   * spares the cores a copy into the kernel's pages and keeps a long
-   * stream from filling the page cache; other folders (network mounts,
-   * memory) go through it either way. Needs a store folder: with a
-   * callback only, TZ_ERR_CONFIG; an object store ignores it. Since
-   * 0.12.
+   * A `tz_page_cache`: whether the store's shard files go through the
+   * operating system's page cache. Around it (TZ_PAGE_CACHE_AROUND), a
+   * store folder on a local disk (Linux: ext4, XFS, btrfs, f2fs;
+   * Windows: a fixed drive) has them written with O_DIRECT or
+   * FILE_FLAG_NO_BUFFERING, which spares the cores a copy into the
+   * kernel's pages and keeps a long stream from filling the page cache;
+   * other folders (network mounts, memory) go through it all the same.
+   * TZ_PAGE_CACHE_DEFAULT: around it with fsync (the bytes must reach
+   * the disk anyway), through it with `store_skip_fsync` (the page cache
+   * takes a burst faster than a disk). Not the default needs a store
+   * folder: with a callback only, TZ_ERR_CONFIG; an object store ignores
+   * it. JSON: `store.page_cache` (unset, true, false). Since 0.12.
    */
   uint32_t store_page_cache;
 } tz_options;

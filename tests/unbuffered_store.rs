@@ -1,9 +1,10 @@
-//! Shard files around the page cache: a folder store on a local disk writes
-//! them so by default, and its files are byte for byte those of a store
-//! written through the page cache; `store.page_cache` (JSON) and
-//! `tz_options.store_page_cache` (C) send them through it, and so does a
-//! folder in memory (tmpfs). A binary of its own: the count of files
-//! written around the page cache is per process.
+//! Shard files around the page cache: a folder store on a local disk
+//! writes them so with `fsync` (the default) and through the page cache
+//! without, unless `store.page_cache` (JSON) or
+//! `tz_options.store_page_cache` (C) says otherwise; a folder in memory
+//! (tmpfs) goes through it; and the files are byte for byte the same every
+//! way. A binary of its own: the count of files written around the page
+//! cache is per process.
 
 mod common;
 
@@ -116,13 +117,23 @@ fn a_local_disk_store_writes_shards_around_the_page_cache_and_the_same_bytes() {
     );
     let reference = files(&reference);
     assert_eq!(reference.len() as u64, SHARDS + 1, "shards and zarr.json");
-    for (name, extra) in [
-        ("default.zarr", ""),
-        ("no-fsync.zarr", r#", "fsync": false"#),
-        ("asked.zarr", r#", "page_cache": false"#),
+    for (name, extra, expected) in [
+        ("default.zarr", "", around),
+        ("fsync.zarr", r#", "fsync": true"#, around),
+        ("no-fsync.zarr", r#", "fsync": false"#, 0),
+        (
+            "no-fsync-around.zarr",
+            r#", "fsync": false, "page_cache": false"#,
+            around,
+        ),
+        (
+            "fsync-through.zarr",
+            r#", "fsync": true, "page_cache": true"#,
+            0,
+        ),
     ] {
         let path = dir.path().join(name);
-        assert_eq!(stream_json(&path, extra), (SHARDS, around), "{name}");
+        assert_eq!(stream_json(&path, extra), (SHARDS, expected), "{name}");
         assert!(files(&path) == reference, "{name} differs");
     }
     // A folder in memory (Linux's tmpfs): through the page cache, with
@@ -134,6 +145,15 @@ fn a_local_disk_store_writes_shards_around_the_page_cache_and_the_same_bytes() {
         assert_eq!(stream_json(&path, ""), (SHARDS, around));
         assert!(files(&path) == reference, "the store in memory differs");
     }
+    let bad = dir.path().join("bad.zarr");
+    let json = format!(
+        r#"{{"dtype": "uint16", "dimensions": {DIMENSIONS},
+          "store": {{"path": {:?}, "page_cache": "yes"}}}}"#,
+        bad.to_str().unwrap()
+    );
+    let (rc, message) = create_json(&json, None).map(|_| ()).unwrap_err();
+    assert_eq!(rc, tz_status::TZ_ERR_CONFIG as i32, "{message}");
+    assert!(message.contains("page_cache"), "{message}");
 }
 
 #[test]
@@ -143,7 +163,10 @@ fn the_c_options_choose_the_page_cache() {
     let around = expected_around(dir.path());
     let mut o = default_options();
     assert_eq!(o.struct_size, 40);
-    assert_eq!(o.store_page_cache, 0, "around the page cache by default");
+    let default = tz_page_cache::TZ_PAGE_CACHE_DEFAULT as u32;
+    let through = tz_page_cache::TZ_PAGE_CACHE_THROUGH as u32;
+    let around_it = tz_page_cache::TZ_PAGE_CACHE_AROUND as u32;
+    assert_eq!(o.store_page_cache, default);
     let mut c = std::mem::MaybeUninit::<tz_config>::uninit();
     assert_eq!(tz_config_init(c.as_mut_ptr()), 0);
     let mut c = unsafe { c.assume_init() };
@@ -156,23 +179,29 @@ fn the_c_options_choose_the_page_cache() {
     let collected = Collected::default();
     c.sink = Some(collect);
     c.sink_user_data = &collected as *const Collected as *mut std::ffi::c_void;
-    o.store_page_cache = 1;
-    let (rc, message) = create_with(&c, &o).map(|_| ()).unwrap_err();
-    assert_eq!(rc, tz_status::TZ_ERR_CONFIG as i32, "{message}");
-    assert!(message.contains("options.store_page_cache"), "{message}");
+    for choice in [through, around_it] {
+        o.store_page_cache = choice;
+        let (rc, message) = create_with(&c, &o).map(|_| ()).unwrap_err();
+        assert_eq!(rc, tz_status::TZ_ERR_CONFIG as i32, "{message}");
+        assert!(message.contains("options.store_page_cache"), "{message}");
+    }
     c.sink = None;
     c.sink_user_data = std::ptr::null_mut();
-    // 1: through the page cache; 0, or a caller built against 0.9 to
-    // 0.11 (32 bytes, the field unread): around it.
+    // The default follows fsync; a caller built against 0.9 to 0.11 (32
+    // bytes: the field unread) has the default.
     let mut stores = Vec::new();
-    for (name, page_cache, size, expected) in [
-        ("one.zarr", 1, 40, 0),
-        ("zero.zarr", 0, 40, around),
-        ("older.zarr", 1, 32, around),
+    for (name, page_cache, skip_fsync, size, expected) in [
+        ("default.zarr", default, 0, 40, around),
+        ("default-no-fsync.zarr", default, 1, 40, 0),
+        ("through.zarr", through, 0, 40, 0),
+        ("around-no-fsync.zarr", around_it, 1, 40, around),
+        ("older.zarr", through, 0, 32, around),
+        ("older-no-fsync.zarr", around_it, 1, 32, 0),
     ] {
         let path = dir.path().join(name);
         let c_path = cstring(path.to_str().unwrap());
         c.store_path = c_path.as_ptr();
+        c.store_skip_fsync = skip_fsync;
         o.store_page_cache = page_cache;
         o.struct_size = size;
         let before = tiledzarr::sink::fs_unbuffered_files();
@@ -181,4 +210,16 @@ fn the_c_options_choose_the_page_cache() {
         stores.push(files(&path));
     }
     assert!(stores.iter().all(|s| *s == stores[0]), "the stores differ");
+    // A value outside the enum names the field, with a store too.
+    let path = cstring(dir.path().join("bad.zarr").to_str().unwrap());
+    c.store_path = path.as_ptr();
+    o.struct_size = 40;
+    o.store_page_cache = 3;
+    let (rc, message) = create_with(&c, &o).map(|_| ()).unwrap_err();
+    assert_eq!(rc, tz_status::TZ_ERR_CONFIG as i32, "{message}");
+    assert!(message.contains("options.store_page_cache"), "{message}");
+    assert!(
+        message.contains("unknown tz_page_cache value 3"),
+        "{message}"
+    );
 }

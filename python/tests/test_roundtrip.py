@@ -53,9 +53,8 @@ def test_append_round_trip(store, dtype):
 @pytest.mark.parametrize("page_cache", [False, True])
 def test_shard_files_with_and_without_the_page_cache(tmp_path, page_cache):
     """`store.page_cache` is taken, and the store reads back the same either
-    way (by default a folder on a local disk has its shard files written
-    around the page cache; tmp_path may be memory, where they go through
-    it)."""
+    way (false: a folder on a local disk has its shard files written around
+    the page cache; tmp_path may be memory, where they go through it)."""
     data = frames(21, (96, 80))
     c = config(tmp_path / "a.zarr")
     c["store"]["page_cache"] = page_cache

@@ -203,10 +203,11 @@ class Stream:
         ``"auto"`` (default: the GPU when usable, else the CPU), ``"cpu"``,
         ``"gpu"`` (or an error naming the missing piece).
     ``store``
-        ``{"path": ..., "overwrite": False, "fsync": True, "page_cache":
-        False}``: the library writes the Zarr store (``page_cache``: shard
-        files through the page cache; by default a folder on a local disk
-        has them written around it). Without it a ``sink`` is required.
+        ``{"path": ..., "overwrite": False, "fsync": True}``: the library
+        writes the Zarr store; ``"page_cache": True`` or ``False`` sends
+        shard files through the page cache or around it (by default around
+        it with fsync on a local disk, through it without). Without it a
+        ``sink`` is required.
     ``index_location``
         ``"end"`` (default) or ``"start"``.
     ``threads``

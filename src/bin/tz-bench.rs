@@ -339,7 +339,12 @@ fn measure(
             dir: fs.then(|| store_base(o).display().to_string()),
             filesystem: fs.then(|| record::filesystem(&store_base(o))).flatten(),
             fsync: fs.then_some(o.fsync),
-            page_cache: fs.then_some(o.page_cache),
+            page_cache: fs.then(|| {
+                let choice = o
+                    .page_cache
+                    .map_or("auto", |p| if p { "on" } else { "off" });
+                choice.to_string()
+            }),
             unbuffered_files: fs.then_some(unbuffered_files),
         },
         figures: record::Figures {

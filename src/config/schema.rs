@@ -407,15 +407,18 @@ pub struct Store {
     /// its upload returns.)
     #[serde(default = "yes")]
     pub fsync: bool,
-    /// Write shard files through the operating system's page cache. Off
-    /// (the default), a folder on a local disk (Linux: ext4, XFS, btrfs,
-    /// f2fs; Windows: a fixed drive) has its shard files written around
-    /// it (`O_DIRECT`, `FILE_NO_BUFFERING`): no copy into the kernel's
-    /// pages, and no page cache filled with shards during a long stream.
-    /// Other folders (network mounts, memory) always go through it. An
-    /// object store ignores it.
-    #[serde(default)]
-    pub page_cache: bool,
+    /// Whether shard files go through the operating system's page cache.
+    /// `false`: a folder on a local disk (Linux: ext4, XFS, btrfs, f2fs;
+    /// Windows: a fixed drive) has them written around it (`O_DIRECT`,
+    /// `FILE_FLAG_NO_BUFFERING`): no copy into the kernel's pages, and no
+    /// page cache filled with shards during a long stream; other folders
+    /// (network mounts, memory) go through it all the same. `true`:
+    /// through it. Unset (the default): around it with `fsync` (the bytes
+    /// must reach the disk before a shard counts, and the page cache would
+    /// only add a copy), through it without (the page cache takes a burst
+    /// faster than a disk). An object store ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<bool>,
 }
 
 impl Default for Store {
@@ -428,12 +431,18 @@ impl Default for Store {
             timeout_s: None,
             overwrite: false,
             fsync: true,
-            page_cache: false,
+            page_cache: None,
         }
     }
 }
 
 impl Store {
+    /// Whether a folder store writes its shard files around the page
+    /// cache where its disk takes such writes (see `page_cache`).
+    pub fn shard_files_around_page_cache(&self) -> bool {
+        !self.page_cache.unwrap_or(!self.fsync)
+    }
+
     /// The filesystem store at `path`, with the defaults.
     pub fn folder(path: impl Into<PathBuf>) -> Store {
         Store {

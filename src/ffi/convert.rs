@@ -1,7 +1,9 @@
 //! `tz_config` and `tz_image` (C) to [`Config`] (Rust). Every pointer is
 //! checked here.
 
-use super::types::{tz_axis, tz_config, tz_dimension, tz_downsample_method, tz_image, tz_options};
+use super::types::{
+    tz_axis, tz_config, tz_dimension, tz_downsample_method, tz_image, tz_options, tz_page_cache,
+};
 use crate::config::{
     AxisKind, BackendChoice, Cname, Codec, Config, DType, Dimension, IndexLocation, Method,
     Multiscale, Ome, OmeSettings, Shuffle, Store,
@@ -174,7 +176,18 @@ pub fn apply_options(config: &mut Config, o: &tz_options) -> Result<()> {
         };
         store.timeout_s = Some(o.store_timeout_s);
     }
-    if o.store_page_cache != 0 {
+    let page_cache = match o.store_page_cache {
+        n if n == tz_page_cache::TZ_PAGE_CACHE_DEFAULT as u32 => None,
+        n if n == tz_page_cache::TZ_PAGE_CACHE_THROUGH as u32 => Some(true),
+        n if n == tz_page_cache::TZ_PAGE_CACHE_AROUND as u32 => Some(false),
+        n => {
+            return Err(bad(
+                "options.store_page_cache",
+                format!("unknown tz_page_cache value {n} (0 default, 1 through, 2 around)"),
+            ))
+        }
+    };
+    if page_cache.is_some() {
         let Some(store) = config.store.as_mut() else {
             return Err(bad(
                 "options.store_page_cache",
@@ -183,7 +196,7 @@ pub fn apply_options(config: &mut Config, o: &tz_options) -> Result<()> {
                     .into(),
             ));
         };
-        store.page_cache = true;
+        store.page_cache = page_cache;
     }
     Ok(())
 }

@@ -59,6 +59,20 @@ pub enum tz_index_location {
     TZ_INDEX_START = 1,
 }
 
+/// Whether a store's shard files go through the operating system's page
+/// cache (`tz_options.store_page_cache`). Since 0.12.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub enum tz_page_cache {
+    /// Around it with fsync, through it without (`store_skip_fsync`).
+    TZ_PAGE_CACHE_DEFAULT = 0,
+    /// Through it.
+    TZ_PAGE_CACHE_THROUGH = 1,
+    /// Around it, where the store folder is on a local disk.
+    TZ_PAGE_CACHE_AROUND = 2,
+}
+
 /// One complete shard, borrowed for the duration of the sink call.
 #[repr(C)]
 #[allow(non_camel_case_types)]
@@ -355,15 +369,18 @@ pub struct tz_options {
     /// a store (`store_path`): with a callback only, TZ_ERR_CONFIG. Since
     /// 0.9.
     pub store_timeout_s: u64,
-    /// Non-zero: write the store's shard files through the operating
-    /// system's page cache. 0 (the default): a store folder on a local
-    /// disk (Linux: ext4, XFS, btrfs, f2fs; Windows: a fixed drive) has
-    /// them written around it (O_DIRECT, FILE_FLAG_NO_BUFFERING), which
-    /// spares the cores a copy into the kernel's pages and keeps a long
-    /// stream from filling the page cache; other folders (network mounts,
-    /// memory) go through it either way. Needs a store folder: with a
-    /// callback only, TZ_ERR_CONFIG; an object store ignores it. Since
-    /// 0.12.
+    /// A `tz_page_cache`: whether the store's shard files go through the
+    /// operating system's page cache. Around it (TZ_PAGE_CACHE_AROUND), a
+    /// store folder on a local disk (Linux: ext4, XFS, btrfs, f2fs;
+    /// Windows: a fixed drive) has them written with O_DIRECT or
+    /// FILE_FLAG_NO_BUFFERING, which spares the cores a copy into the
+    /// kernel's pages and keeps a long stream from filling the page cache;
+    /// other folders (network mounts, memory) go through it all the same.
+    /// TZ_PAGE_CACHE_DEFAULT: around it with fsync (the bytes must reach
+    /// the disk anyway), through it with `store_skip_fsync` (the page cache
+    /// takes a burst faster than a disk). Not the default needs a store
+    /// folder: with a callback only, TZ_ERR_CONFIG; an object store ignores
+    /// it. JSON: `store.page_cache` (unset, true, false). Since 0.12.
     pub store_page_cache: u32,
 }
 

@@ -269,7 +269,7 @@ void structs_and_callback(const std::string& store) {
     expect_error("store_timeout_s without a store", TZ_ERR_CONFIG, "options.store_timeout_s",
                  [&] { tiledzarr::Stream::with_options(config, nullptr, options, count); });
     options.store_timeout_s = 0;
-    options.store_page_cache = 1;
+    options.store_page_cache = TZ_PAGE_CACHE_THROUGH;
     expect_error("store_page_cache without a store", TZ_ERR_CONFIG, "options.store_page_cache",
                  [&] { tiledzarr::Stream::with_options(config, nullptr, options, count); });
     options.store_timeout_s = 5;

@@ -22,9 +22,10 @@ usage: tz-bench [options]
   --fsync on|off            with --sink fs: flush every shard file and its
                             folder to the disk before it counts as written
                             (default on, as the library's default)
-  --page-cache on|off       with --sink fs: write shard files through the page
-                            cache (default off, as the library's default: around
-                            it where the store's disk takes such writes)
+  --page-cache on|off|auto  with --sink fs: shard files through the page cache
+                            (on) or around it where the store's disk takes such
+                            writes (off); auto, the library's default: around it
+                            with fsync, through it without
   --store-dir DIR           where the store, peer stores and raw frames go
                             (default: the system temp dir); removed at the end
   --bytes SIZE              data streamed per rep, e.g. 2GiB, 512MiB, 8GB
@@ -167,8 +168,8 @@ pub struct Options {
     pub store_dir: Option<PathBuf>,
     /// The store's fsync (filesystem sink).
     pub fsync: bool,
-    /// The store's page_cache (filesystem sink).
-    pub page_cache: bool,
+    /// The store's page_cache (filesystem sink); `None`: the default.
+    pub page_cache: Option<bool>,
     pub bytes: Option<u64>,
     pub reps: usize,
     pub pattern: Pattern,
@@ -201,7 +202,7 @@ impl Default for Options {
             sink: SinkKind::Discard,
             store_dir: None,
             fsync: true,
-            page_cache: false,
+            page_cache: None,
             bytes: None,
             reps: 3,
             pattern: Pattern::Microscopy,
@@ -256,7 +257,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--store-dir" => o.store_dir = Some(value()?.into()),
             "--fsync" => o.fsync = choice(&key, &value()?, &[("on", true), ("off", false)])?,
             "--page-cache" => {
-                o.page_cache = choice(&key, &value()?, &[("on", true), ("off", false)])?
+                let choices = [("on", Some(true)), ("off", Some(false)), ("auto", None)];
+                o.page_cache = choice(&key, &value()?, &choices)?
             }
             "--bytes" => o.bytes = Some(parse_bytes(&value()?)?),
             "--reps" => o.reps = number(&key, &value()?)?,

@@ -96,9 +96,10 @@ pub struct Sink {
     /// For the filesystem sink: whether every shard file and its folder
     /// were fsync'ed before counting as written.
     pub fsync: Option<bool>,
-    /// For the filesystem sink: whether shard files were asked to go
-    /// through the page cache.
-    pub page_cache: Option<bool>,
+    /// For the filesystem sink: `on` (shard files through the page
+    /// cache), `off` (around it where the disk takes such writes) or
+    /// `auto` (the library's default: around it with fsync).
+    pub page_cache: Option<String>,
     /// For the filesystem sink: the shard files of the stream's runs that
     /// were written around the page cache (0 where its disk takes no such
     /// writes or the page cache was asked for).

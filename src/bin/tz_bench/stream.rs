@@ -58,7 +58,7 @@ pub enum Target<'a> {
 #[derive(Clone, Copy)]
 pub struct FsChoices {
     pub fsync: bool,
-    pub page_cache: bool,
+    pub page_cache: Option<bool>,
 }
 
 pub fn run(

@@ -128,7 +128,7 @@ impl FsStore {
                 None
             },
             writers: Writers::default(),
-            unbuffered: Unbuffered::for_folder(root, store.page_cache),
+            unbuffered: Unbuffered::for_folder(root, store.shard_files_around_page_cache()),
             watch,
             images,
             attributes: Arc::new(SharedAttributes::new(

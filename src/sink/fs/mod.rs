@@ -68,9 +68,9 @@ const EXTENT_INTERVAL: Duration = Duration::from_millis(100);
 /// Host memory a folder store holds beyond its shards: the buffers its
 /// threads (at most [`WRITER_THREADS`], and the delivery thread) copy shard
 /// files through to write them around the page cache. None for an object
-/// store or where the page cache is asked for.
+/// store or one whose shard files go through the page cache.
 pub fn buffer_bytes(store: &crate::config::Store) -> u64 {
-    if store.url.is_some() || store.page_cache {
+    if store.url.is_some() || !store.shard_files_around_page_cache() {
         return 0;
     }
     let buffer = (UNBUFFERED_BUFFER_BYTES + crate::platform::UNBUFFERED_ALIGN) as u64;
