@@ -210,6 +210,23 @@ fn the_c_options_choose_the_page_cache() {
         stores.push(files(&path));
     }
     assert!(stores.iter().all(|s| *s == stores[0]), "the stores differ");
+    // The estimate counts the buffers where shard files go around the
+    // page cache: one per writing thread (eight at most) and the
+    // delivery thread's, 1 MiB and room to align each.
+    let path = cstring(dir.path().join("estimated.zarr").to_str().unwrap());
+    c.store_path = path.as_ptr();
+    c.store_skip_fsync = 0;
+    o.struct_size = 40;
+    let mut host = Vec::new();
+    for choice in [through, around_it, default] {
+        o.store_page_cache = choice;
+        let mut plan = std::mem::MaybeUninit::<tz_memory_plan>::uninit();
+        let rc = tz_estimate_memory_with(&c, std::ptr::null(), &o, plan.as_mut_ptr());
+        assert_eq!(rc, 0, "{}", last_error());
+        host.push(unsafe { plan.assume_init() }.host_bytes);
+    }
+    assert_eq!(host[1] - host[0], 9 * ((1 << 20) + 4096));
+    assert_eq!(host[2], host[1], "the default with fsync goes around it");
     // A value outside the enum names the field, with a store too.
     let path = cstring(dir.path().join("bad.zarr").to_str().unwrap());
     c.store_path = path.as_ptr();

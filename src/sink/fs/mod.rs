@@ -23,8 +23,7 @@ mod writers;
 
 pub use lock::LOCK_FILE;
 pub use recover::{recover, recover_within, Recovery};
-pub use unbuffered::{files_written as unbuffered_files, BUFFER_BYTES as UNBUFFERED_BUFFER_BYTES};
-pub use writers::THREADS as WRITER_THREADS;
+pub use unbuffered::files_written as unbuffered_files;
 
 use super::images::Images;
 use super::{ShardProgress, ShardSink, SharedAttributes, StallWatch, StreamHooks};
@@ -41,8 +40,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use unbuffered::Unbuffered;
-use writers::Writers;
+use unbuffered::{Unbuffered, BUFFER_BYTES as UNBUFFERED_BUFFER_BYTES};
+use writers::{Writers, THREADS as WRITER_THREADS};
 
 /// fsync calls made by every store of this process: how a test sees that
 /// durability is asked of the disk (or not) without tracing system calls.

@@ -14,7 +14,7 @@ use crate::error::Result;
 use rayon::prelude::*;
 
 /// The most threads a store writes on: a cam-32 shard row is 16 files.
-pub const THREADS: usize = 8;
+pub(super) const THREADS: usize = 8;
 
 #[derive(Default)]
 pub struct Writers {
