@@ -182,6 +182,32 @@ mod tests {
         assert!(files_written() - before >= lengths.len() as u64);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Any parts (a shard's data and index, or more), of any lengths
+        /// up to past two buffers, read back as their concatenation.
+        #[test]
+        fn any_parts_read_back_as_their_concatenation(
+            lengths in proptest::collection::vec(0usize..(2 * BUFFER_BYTES + 9000), 1..4),
+            seed in 0u8..255,
+        ) {
+            let dir = on_disk();
+            if let Some(unbuffered) = Unbuffered::for_folder(dir.path(), true) {
+                let parts: Vec<Vec<u8>> = lengths
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &n)| bytes(n, seed.wrapping_add(k as u8)))
+                    .collect();
+                let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+                let path = dir.path().join("shard");
+                let file = unbuffered.write(&path, &slices).unwrap();
+                proptest::prop_assert!(file.is_some());
+                drop(file);
+                proptest::prop_assert!(std::fs::read(&path).unwrap() == parts.concat());
+            }
+        }
+    }
+
     #[test]
     fn a_file_that_existed_is_replaced_whole() {
         let dir = on_disk();
