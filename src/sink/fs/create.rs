@@ -123,7 +123,8 @@ impl FsStore {
             identity,
             fsync,
             flusher: if fsync {
-                Some(Flusher::new(watch.clone())?)
+                let own = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
+                Some(Flusher::new(watch.clone(), (root.to_path_buf(), own))?)
             } else {
                 None
             },

@@ -9,11 +9,15 @@
 //! are borrowed for that call only) and hands the open file here: a
 //! thread flushes it and renames it into place, and [`Flusher::wait`], at
 //! the end of each shard row, waits for them all and flushes each folder
-//! they were renamed into once.
+//! they were renamed into once. A file renamed into a store folder that
+//! was replaced meanwhile is taken back out of it, as the store does with
+//! the files it renames itself.
 
 use super::files::{put_in_place, sync_folder};
+use super::folders::check_store_folder;
 use super::PATIENCE;
 use crate::error::{Error, Result};
+use crate::platform::FileId;
 use crate::sink::StallWatch;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
@@ -56,8 +60,10 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// `watch` hears of each file flushed.
-    pub fn new(watch: Arc<StallWatch>) -> Result<Flusher> {
+    /// `watch` hears of each file flushed; `store` is the store folder
+    /// (its path and identity) that every file must land in.
+    pub fn new(watch: Arc<StallWatch>, store: (PathBuf, FileId)) -> Result<Flusher> {
+        let store = Arc::new(store);
         let (jobs, queue) = sync_channel::<Job>(IN_FLIGHT - THREADS);
         let queue = Arc::new(Mutex::new(queue));
         let state: Shared = Arc::default();
@@ -68,9 +74,10 @@ impl Flusher {
         };
         for i in 0..THREADS {
             let (queue, state, watch) = (queue.clone(), state.clone(), watch.clone());
+            let store = store.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("tz-fsync-{i}"))
-                .spawn(move || run(&queue, &state, &watch))
+                .spawn(move || run(&queue, &state, &watch, &store))
                 .map_err(|e| Error::Internal(format!("starting the store's flush threads: {e}")))?;
             flusher.threads.push(thread);
         }
@@ -138,14 +145,20 @@ impl Drop for Flusher {
 }
 
 /// A flush thread: takes jobs until the store lets go of the queue.
-fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch) {
+fn run(
+    queue: &Mutex<Receiver<Job>>,
+    state: &Shared,
+    watch: &StallWatch,
+    store: &(PathBuf, FileId),
+) {
     loop {
         let job = match queue.lock().recv() {
             Ok(job) => job,
             Err(_) => return,
         };
         // A panic here would leave the row's wait waiting for ever.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flush(job, watch)))
+        let flushed = || flush(job, watch, store);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(flushed))
             .unwrap_or_else(|_| Err(Error::Internal("a store flush thread panicked".into())));
         watch.answered();
         let (mutex, ended) = &**state;
@@ -166,8 +179,14 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch) {
 }
 
 /// Flushes a job's file and renames it into place; the folder it went to.
-fn flush(job: Job, watch: &StallWatch) -> Result<Option<PathBuf>> {
+/// Where the store folder was replaced meanwhile, the file went into the
+/// new one: it is taken back out.
+fn flush(job: Job, watch: &StallWatch, store: &(PathBuf, FileId)) -> Result<Option<PathBuf>> {
     put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE, watch)?;
+    if let Err(e) = check_store_folder(&store.1, &store.0) {
+        let _ = fs::remove_file(&job.path);
+        return Err(e);
+    }
     Ok(job.path.parent().map(Path::to_path_buf))
 }
 
@@ -181,6 +200,10 @@ mod tests {
         Arc::new(StallWatch::new(Duration::from_secs(60), PathBuf::new()))
     }
 
+    fn store(root: &Path) -> (PathBuf, FileId) {
+        (root.to_path_buf(), FileId::of_path(root).unwrap())
+    }
+
     fn written(dir: &Path, name: &str, bytes: &[u8]) -> (fs::File, PathBuf, PathBuf) {
         let path = dir.join(name);
         let tmp = dir.join(format!("{name}.partial"));
@@ -192,7 +215,7 @@ mod tests {
     #[test]
     fn every_file_handed_on_is_in_place_after_the_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new(watch()).unwrap();
+        let flusher = Flusher::new(watch(), store(dir.path())).unwrap();
         // More than are ever in flight: submit waits for room.
         for i in 0..3 * IN_FLIGHT {
             let (f, tmp, path) = written(dir.path(), &i.to_string(), &[i as u8; 1000]);
@@ -213,7 +236,7 @@ mod tests {
     #[test]
     fn a_failed_rename_is_reported_and_its_temporary_file_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new(watch()).unwrap();
+        let flusher = Flusher::new(watch(), store(dir.path())).unwrap();
         let (f, tmp, _) = written(dir.path(), "a", b"shard");
         let nowhere = dir.path().join("gone").join("a");
         flusher.submit(f, tmp.clone(), nowhere).unwrap();
@@ -231,7 +254,7 @@ mod tests {
     #[test]
     fn a_failure_refuses_the_next_file_and_stays_for_the_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new(watch()).unwrap();
+        let flusher = Flusher::new(watch(), store(dir.path())).unwrap();
         let (f, tmp, _) = written(dir.path(), "a", b"shard");
         flusher
             .submit(f, tmp, dir.path().join("gone").join("a"))
@@ -251,10 +274,27 @@ mod tests {
     #[test]
     fn dropping_it_finishes_the_files_handed_on() {
         let dir = tempfile::tempdir().unwrap();
-        let flusher = Flusher::new(watch()).unwrap();
+        let flusher = Flusher::new(watch(), store(dir.path())).unwrap();
         let (f, tmp, path) = written(dir.path(), "a", b"shard");
         flusher.submit(f, tmp, path.clone()).unwrap();
         drop(flusher);
         assert_eq!(fs::read(path).unwrap(), b"shard");
+    }
+
+    #[test]
+    fn a_file_renamed_into_a_replaced_store_folder_is_taken_back_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        fs::create_dir(&root).unwrap();
+        let flusher = Flusher::new(watch(), store(&root)).unwrap();
+        // The folder is replaced after the shard's file was written into
+        // the new one, before its flush and rename.
+        fs::rename(&root, dir.path().join("moved")).unwrap();
+        fs::create_dir(&root).unwrap();
+        let (f, tmp, path) = written(&root, "a", b"shard");
+        flusher.submit(f, tmp.clone(), path.clone()).unwrap();
+        let e = flusher.wait().unwrap_err().to_string();
+        assert!(e.contains("vanished or was replaced"), "{e}");
+        assert!(!path.exists() && !tmp.exists(), "left in the new folder");
     }
 }

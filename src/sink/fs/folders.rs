@@ -6,25 +6,31 @@ use super::files::sync_folder;
 use super::lock::is_lock_remnant;
 use super::FsStore;
 use crate::error::{Error, Result};
+use crate::platform::FileId;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The store folder `root` must still be the one `identity` names.
+pub(super) fn check_store_folder(identity: &FileId, root: &Path) -> Result<()> {
+    if identity.is_at(root) {
+        return Ok(());
+    }
+    Err(Error::io(
+        "the store folder vanished or was replaced during the stream",
+        root,
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the folder the stream created is no longer at this path",
+        ),
+    ))
+}
 
 impl FsStore {
     /// The store folder must still be the one created: writing on into a
     /// new folder at the same path would make a store without metadata.
     pub(super) fn check_folder(&self) -> Result<()> {
-        if self.identity.is_at(&self.root) {
-            return Ok(());
-        }
-        Err(Error::io(
-            "the store folder vanished or was replaced during the stream",
-            &self.root,
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the folder the stream created is no longer at this path",
-            ),
-        ))
+        check_store_folder(&self.identity, &self.root)
     }
 
     /// Creates the folder a shard's file goes in.
