@@ -374,24 +374,6 @@ fn write_ome_fixtures() {
     }
 }
 
-/// Every file under `root`, by its path below it.
-fn files(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                let rel = path.strip_prefix(root).unwrap().to_path_buf();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
 /// Every fixture stored without compression (compressed bytes differ
 /// between nvCOMP and the CPU libraries), written by both backends: the
 /// same files with the same bytes, every pyramid level, index and
@@ -407,8 +389,8 @@ fn gpu_stores_equal_cpu_stores_byte_for_byte() {
     for mut case in cases() {
         case.config["codec"] = json!({"name": "none"});
         let (a, b) = (
-            files(&write_case(&case, &cpu, "cpu").store),
-            files(&write_case(&case, &gpu, "gpu").store),
+            support::store_files(&write_case(&case, &cpu, "cpu").store),
+            support::store_files(&write_case(&case, &gpu, "gpu").store),
         );
         assert_eq!(
             a.keys().collect::<Vec<_>>(),

@@ -5,7 +5,8 @@
 
 pub mod decode;
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use tiledzarr::config::{Cname, Codec, IndexLocation, Shuffle};
 use tiledzarr::layout::Layout;
 use tiledzarr::synth::{Generator, Pattern};
@@ -78,4 +79,22 @@ pub fn decode_location(location: IndexLocation) -> decode::IndexLocation {
         IndexLocation::Start => decode::IndexLocation::Start,
         IndexLocation::End => decode::IndexLocation::End,
     }
+}
+
+/// Every file of the store at `root` but its lock, by path below it.
+pub fn store_files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut found = BTreeMap::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.file_name().unwrap() != tiledzarr::sink::LOCK_FILE {
+                let bytes = std::fs::read(&path).unwrap();
+                found.insert(path.strip_prefix(root).unwrap().to_path_buf(), bytes);
+            }
+        }
+    }
+    found
 }

@@ -5,10 +5,11 @@
 use super::flusher::Flusher;
 use super::folders::{create_folders, remove_empty_folders};
 use super::lock::StoreLock;
-use super::{ownership, sync_folder, FsStore, Unbuffered, Writers, PATIENCE};
+use super::{
+    ownership, sync_folder, FsStore, ShardFiles, StoreFolder, Unbuffered, Writers, PATIENCE,
+};
 use crate::config::{Plan, Store};
 use crate::error::{Error, Result};
-use crate::platform::FileId;
 use crate::sink::images::Images;
 use crate::sink::stall::{on_own_thread, Task};
 use crate::sink::{SharedAttributes, StallWatch};
@@ -44,7 +45,7 @@ impl FsStore {
             task,
             move || FsStore::create_here(&plan, theirs),
             |(late, created): (FsStore, Option<PathBuf>)| {
-                let root = late.root.clone();
+                let root = late.folder.root.clone();
                 let _ = ownership::clear_old_store(&root, &late.watch);
                 drop(late);
                 if let Some(top) = created {
@@ -115,21 +116,22 @@ impl FsStore {
         if existed {
             ownership::clear_old_store(root, &watch)?;
         }
-        let identity = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
+        let folder = Arc::new(StoreFolder::at(root)?);
         let mut images = Images::new(plan);
         let docs = images.take_initial();
         let mut s = FsStore {
-            root: root.to_path_buf(),
-            identity,
-            fsync,
-            flusher: if fsync {
-                let own = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
-                Some(Flusher::new(watch.clone(), (root.to_path_buf(), own))?)
-            } else {
-                None
+            files: ShardFiles {
+                flusher: if fsync {
+                    Some(Flusher::new(watch.clone(), folder.clone())?)
+                } else {
+                    None
+                },
+                fsync,
+                unbuffered: Unbuffered::for_folder(root, store.shard_files_around_page_cache()),
+                watch: watch.clone(),
             },
+            folder,
             writers: Writers::default(),
-            unbuffered: Unbuffered::for_folder(root, store.shard_files_around_page_cache()),
             watch,
             images,
             attributes: Arc::new(SharedAttributes::new(

@@ -12,28 +12,31 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Writes `shard` at `key` (its folder exists): through the flush threads
 /// with `fsync`, else renamed into place at once; a reader's hold on the
 /// old file that refuses the rename is an answer of the disk to the
 /// store's watch.
-pub fn write_shard(key: &Path, shard: &Shard<'_>, store: &ShardWriting<'_>) -> Result<()> {
-    let (file, tmp) = write_temporary(key, &shard.parts(), store.unbuffered)?;
-    match store.flusher {
+pub fn write_shard(key: &Path, shard: &Shard<'_>, store: &ShardFiles) -> Result<()> {
+    let (file, tmp) = write_temporary(key, &shard.parts(), store.unbuffered.as_ref())?;
+    match &store.flusher {
         Some(flusher) => flusher.submit(file, tmp, key.to_path_buf()),
-        None => put_in_place(file, &tmp, key, store.fsync, PATIENCE, store.watch),
+        None => put_in_place(file, &tmp, key, store.fsync, PATIENCE, &store.watch),
     }
 }
 
-/// How a store writes its shard files.
-pub struct ShardWriting<'s> {
+/// How a store writes its shard files; a field of its own, apart from the
+/// threads that write a row's shards, so that those threads can borrow it.
+pub struct ShardFiles {
     /// With `fsync`: the threads that flush and rename them.
-    pub flusher: Option<&'s Flusher>,
+    pub flusher: Option<Flusher>,
     pub fsync: bool,
     /// Around the page cache, where the store does so.
-    pub unbuffered: Option<&'s Unbuffered>,
-    pub watch: &'s StallWatch,
+    pub unbuffered: Option<Unbuffered>,
+    /// The store's watch.
+    pub watch: Arc<StallWatch>,
 }
 
 /// Writes `parts` to `path` through a temporary file renamed into place;

@@ -14,10 +14,9 @@
 //! the files it renames itself.
 
 use super::files::{put_in_place, sync_folder};
-use super::folders::check_store_folder;
+use super::folders::StoreFolder;
 use super::PATIENCE;
 use crate::error::{Error, Result};
-use crate::platform::FileId;
 use crate::sink::StallWatch;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
@@ -61,9 +60,8 @@ pub struct Flusher {
 
 impl Flusher {
     /// `watch` hears of each file flushed; `store` is the store folder
-    /// (its path and identity) that every file must land in.
-    pub fn new(watch: Arc<StallWatch>, store: (PathBuf, FileId)) -> Result<Flusher> {
-        let store = Arc::new(store);
+    /// that every file must land in.
+    pub fn new(watch: Arc<StallWatch>, store: Arc<StoreFolder>) -> Result<Flusher> {
         let (jobs, queue) = sync_channel::<Job>(IN_FLIGHT - THREADS);
         let queue = Arc::new(Mutex::new(queue));
         let state: Shared = Arc::default();
@@ -145,12 +143,7 @@ impl Drop for Flusher {
 }
 
 /// A flush thread: takes jobs until the store lets go of the queue.
-fn run(
-    queue: &Mutex<Receiver<Job>>,
-    state: &Shared,
-    watch: &StallWatch,
-    store: &(PathBuf, FileId),
-) {
+fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch, store: &StoreFolder) {
     loop {
         let job = match queue.lock().recv() {
             Ok(job) => job,
@@ -181,9 +174,9 @@ fn run(
 /// Flushes a job's file and renames it into place; the folder it went to.
 /// Where the store folder was replaced meanwhile, the file went into the
 /// new one: it is taken back out.
-fn flush(job: Job, watch: &StallWatch, store: &(PathBuf, FileId)) -> Result<Option<PathBuf>> {
+fn flush(job: Job, watch: &StallWatch, store: &StoreFolder) -> Result<Option<PathBuf>> {
     put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE, watch)?;
-    if let Err(e) = check_store_folder(&store.1, &store.0) {
+    if let Err(e) = store.check() {
         let _ = fs::remove_file(&job.path);
         return Err(e);
     }
@@ -200,8 +193,8 @@ mod tests {
         Arc::new(StallWatch::new(Duration::from_secs(60), PathBuf::new()))
     }
 
-    fn store(root: &Path) -> (PathBuf, FileId) {
-        (root.to_path_buf(), FileId::of_path(root).unwrap())
+    fn store(root: &Path) -> Arc<StoreFolder> {
+        Arc::new(StoreFolder::at(root).unwrap())
     }
 
     fn written(dir: &Path, name: &str, bytes: &[u8]) -> (fs::File, PathBuf, PathBuf) {

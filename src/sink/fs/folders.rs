@@ -11,26 +11,45 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The store folder `root` must still be the one `identity` names.
-pub(super) fn check_store_folder(identity: &FileId, root: &Path) -> Result<()> {
-    if identity.is_at(root) {
-        return Ok(());
+/// The store folder: its path and the identity (device, inode) of the
+/// folder the stream created there. The store and its flush threads share
+/// it to check that the folder is still that one: writing on into a new
+/// folder at the same path would make a store without metadata.
+pub(super) struct StoreFolder {
+    pub root: PathBuf,
+    identity: FileId,
+}
+
+impl StoreFolder {
+    /// The folder now at `root`.
+    pub fn at(root: &Path) -> Result<StoreFolder> {
+        let identity = FileId::of_path(root).map_err(|e| Error::io("reading", root, e))?;
+        Ok(StoreFolder {
+            root: root.to_path_buf(),
+            identity,
+        })
     }
-    Err(Error::io(
-        "the store folder vanished or was replaced during the stream",
-        root,
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "the folder the stream created is no longer at this path",
-        ),
-    ))
+
+    /// The folder at the path must still be the one created.
+    pub fn check(&self) -> Result<()> {
+        if self.identity.is_at(&self.root) {
+            return Ok(());
+        }
+        Err(Error::io(
+            "the store folder vanished or was replaced during the stream",
+            &self.root,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the folder the stream created is no longer at this path",
+            ),
+        ))
+    }
 }
 
 impl FsStore {
-    /// The store folder must still be the one created: writing on into a
-    /// new folder at the same path would make a store without metadata.
+    /// The store folder must still be the one created ([`StoreFolder`]).
     pub(super) fn check_folder(&self) -> Result<()> {
-        check_store_folder(&self.identity, &self.root)
+        self.folder.check()
     }
 
     /// Creates the folder a shard's file goes in.
@@ -47,13 +66,13 @@ impl FsStore {
         if folder == self.last_folder {
             return Ok(());
         }
-        let below = folder.strip_prefix(&self.root).unwrap_or(folder);
-        let mut at = self.root.clone();
+        let below = folder.strip_prefix(&self.folder.root).unwrap_or(folder);
+        let mut at = self.folder.root.clone();
         for part in below.components() {
             let parent = at.clone();
             at.push(part);
             match fs::create_dir(&at) {
-                Ok(()) if self.fsync => sync_folder(&parent)?,
+                Ok(()) if self.files.fsync => sync_folder(&parent)?,
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(Error::io("creating folder", &at, e)),

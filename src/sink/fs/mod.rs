@@ -30,10 +30,9 @@ use super::{ShardProgress, ShardSink, SharedAttributes, StallWatch, StreamHooks}
 use crate::error::{Error, Result};
 use crate::memory::try_reserve;
 use crate::metadata::Document;
-use crate::platform::FileId;
 use crate::shard::Shard;
-use files::{sync_folder, write_atomically, write_shard, ShardWriting};
-use flusher::Flusher;
+use files::{sync_folder, write_atomically, write_shard, ShardFiles};
+use folders::StoreFolder;
 use lock::StoreLock;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -41,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use unbuffered::{Unbuffered, BUFFER_BYTES as UNBUFFERED_BUFFER_BYTES};
-use writers::{Writers, THREADS as WRITER_THREADS};
+use writers::Writers;
 
 /// fsync calls made by every store of this process: how a test sees that
 /// durability is asked of the disk (or not) without tracing system calls.
@@ -65,15 +64,16 @@ const STREAMING_PATIENCE: Duration = Duration::from_millis(100);
 const EXTENT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Host memory a folder store holds beyond its shards: the buffers its
-/// threads (at most [`WRITER_THREADS`], and the delivery thread) copy shard
-/// files through to write them around the page cache. None for an object
-/// store or one whose shard files go through the page cache.
+/// threads (one per core up to [`writers::THREADS`], and the delivery
+/// thread) copy shard files through to write them around the page cache.
+/// None for an object store or one whose shard files go through the page
+/// cache.
 pub fn buffer_bytes(store: &crate::config::Store) -> u64 {
     if store.url.is_some() || !store.shard_files_around_page_cache() {
         return 0;
     }
     let buffer = (UNBUFFERED_BUFFER_BYTES + crate::platform::UNBUFFERED_ALIGN) as u64;
-    (WRITER_THREADS as u64 + 1) * buffer
+    (writers::threads() as u64 + 1) * buffer
 }
 
 #[doc(hidden)]
@@ -82,17 +82,13 @@ pub fn sync_calls() -> u64 {
 }
 
 pub struct FsStore {
-    root: PathBuf,
-    /// (device, inode) of the store folder: a different one at `root`
-    /// means the folder was replaced.
-    identity: FileId,
-    fsync: bool,
-    /// With `fsync`: flushes shard files on threads of its own.
-    flusher: Option<Flusher>,
+    /// Where the store is, shared with its flush threads.
+    folder: Arc<StoreFolder>,
+    /// How it writes shard files: flushed (with threads of its own for
+    /// that) or not, around the page cache or through it.
+    files: ShardFiles,
     /// Writes the shards of a row on threads of its own.
     writers: Writers,
-    /// Writes shard files around the page cache (see [`unbuffered`]).
-    unbuffered: Option<Unbuffered>,
     /// Each call into the store and each answer of its disk, for the
     /// stream to give up on a disk that stalls.
     watch: Arc<StallWatch>,
@@ -123,27 +119,27 @@ impl Drop for FsStore {
     /// that stalls they wait on it, and the stream must see that.
     fn drop(&mut self) {
         let _call = self.watch.call();
-        self.flusher = None;
+        self.files.flusher = None;
         self.lock = None;
     }
 }
 
 impl FsStore {
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.folder.root
     }
 
     /// Writes `doc` under the store folder (creating its level folder).
     fn write_document(&mut self, doc: &Document) -> Result<()> {
         self.check_folder()?;
-        let path = self.root.join(&doc.key);
+        let path = self.folder.root.join(&doc.key);
         if let Some(folder) = path.parent() {
             self.create_shard_folder(folder)?;
         }
         write_atomically(
             &path,
             &[doc.json.as_bytes()],
-            self.fsync,
+            self.files.fsync,
             self.metadata_patience,
             &self.watch,
         )
@@ -210,7 +206,7 @@ impl FsStore {
     /// disk, their folders flushed; a failure because the store folder
     /// went away meanwhile says so.
     fn wait_for_shards(&self) -> Result<()> {
-        if let Some(flusher) = &self.flusher {
+        if let Some(flusher) = &self.files.flusher {
             flusher
                 .wait()
                 .map_err(|e| self.check_folder().err().unwrap_or(e))?;
@@ -221,6 +217,7 @@ impl FsStore {
     /// The path of `shard`'s file.
     fn shard_key(&self, shard: &Shard<'_>) -> PathBuf {
         let mut key = self
+            .folder
             .root
             .join(self.images.chunks_key(shard.array, shard.level));
         let (file, dirs) = shard.coord.split_last().expect("rank >= 1");
@@ -253,15 +250,9 @@ impl ShardSink for FsStore {
         let _call = self.watch.call();
         self.check_folder()?;
         let key = self.shard_key(shard);
-        let written = self.create_folder_of(&key).and_then(|()| {
-            let writing = ShardWriting {
-                flusher: self.flusher.as_ref(),
-                fsync: self.fsync,
-                unbuffered: self.unbuffered.as_ref(),
-                watch: &self.watch,
-            };
-            write_shard(&key, shard, &writing)
-        });
+        let written = self
+            .create_folder_of(&key)
+            .and_then(|()| write_shard(&key, shard, &self.files));
         self.after_writing(std::iter::once((&key, &written)))?;
         written
     }
@@ -279,17 +270,11 @@ impl ShardSink for FsStore {
                 .map_err(|e| self.check_folder().err().unwrap_or(e))?;
             keys.push(key);
         }
-        // The fields one by one: the row's threads borrow `writers` too.
-        let writing = ShardWriting {
-            flusher: self.flusher.as_ref(),
-            fsync: self.fsync,
-            unbuffered: self.unbuffered.as_ref(),
-            watch: &self.watch,
-        };
+        let files = &self.files;
         let write = |i: usize| -> Result<()> {
             progress.proceed()?;
-            write_shard(&keys[i], &shards[i], &writing)?;
-            writing.watch.answered();
+            write_shard(&keys[i], &shards[i], files)?;
+            files.watch.answered();
             progress.written(&shards[i]);
             Ok(())
         };

@@ -36,10 +36,19 @@ impl Writers {
     }
 }
 
-fn start() -> Option<rayon::ThreadPool> {
+/// Threads a store writes a row's shards on, on this machine: one per
+/// core up to [`THREADS`], none on one core.
+pub(super) fn threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.min(THREADS);
-    if threads < 2 {
+    match cores.min(THREADS) {
+        0 | 1 => 0,
+        n => n,
+    }
+}
+
+fn start() -> Option<rayon::ThreadPool> {
+    let threads = threads();
+    if threads == 0 {
         return None;
     }
     rayon::ThreadPoolBuilder::new()
