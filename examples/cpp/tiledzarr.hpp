@@ -6,21 +6,12 @@
 //   while (left) { size_t n = s.write(p, left); ... }   // 0 = busy, retry
 //   s.flush();                                          // before destruction!
 //
-// OME-Zarr images are configured in the JSON: "ome", "multiscale",
-// "storage_order", "attributes" and the dimensions' "kind", "unit",
-// "scale", "translation", "downsample" (README); or in the struct form, a
-// tz_config with a tz_image (tiledzarr.h):
-//
-//   tz_config config; tz_config_init(&config);   // rank, dimensions, store_path
-//   tz_image image;   tz_image_init(&image);     // axes, multiscale, ome, ...
-//   tiledzarr::Stream s(config, &image);
-//
-// set_attributes() replaces the user's attributes until the flush.
-//
-// Several arrays in one stream (positions, a plate's wells, cameras): the
-// JSON's "arrays" (with "collection" or "plate"), or a std::vector of
-// tz_array; write_to(), write_all_to(), skip(), frame_metadata() and
-// reserve() name the array by its index (array_index("A/1/0")).
+// OME-Zarr images and several arrays in one stream (positions, a plate's
+// wells, cameras) are configured in the JSON (README) or in the struct
+// forms: a tz_config with a tz_image, or a std::vector of tz_array
+// (tiledzarr.h). set_attributes() replaces the user's attributes until the
+// flush; write_to(), write_all_to(), skip(), frame_metadata() and reserve()
+// name an array by its index (array_index("A/1/0")).
 //
 // Notes:
 //  * ~Stream() calls tz_destroy and never throws. Without a prior flush(),
