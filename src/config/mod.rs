@@ -20,6 +20,7 @@ mod dtype;
 mod error;
 mod image;
 mod schema;
+mod store;
 mod store_url;
 mod validate;
 
@@ -32,7 +33,8 @@ pub use error::ConfigError;
 pub use image::{check_attributes, Axis, Image, SPACE_UNITS, TIME_UNITS};
 pub use schema::{
     AxisKind, BackendChoice, Cname, Codec, Config, Dimension, FrameMetadata, IndexLocation, Method,
-    Multiscale, Ome, OmeSettings, Shuffle, Store, MAX_FRAME_METADATA_BYTES,
+    Multiscale, Ome, OmeSettings, Shuffle, MAX_FRAME_METADATA_BYTES,
 };
+pub use store::Store;
 pub use store_url::{check_endpoint, ObjectUrl};
 pub use validate::{store_timeout, Validated, BLOSC_LEVELS, GZIP_LEVELS, MAX_THREADS, ZSTD_LEVELS};
