@@ -176,10 +176,7 @@ fn run(queue: &Mutex<Receiver<Job>>, state: &Shared, watch: &StallWatch, store: 
 /// new one: it is taken back out.
 fn flush(job: Job, watch: &StallWatch, store: &StoreFolder) -> Result<Option<PathBuf>> {
     put_in_place(job.file, &job.tmp, &job.path, true, PATIENCE, watch)?;
-    if let Err(e) = store.check() {
-        let _ = fs::remove_file(&job.path);
-        return Err(e);
-    }
+    store.check_or_take_back(std::iter::once(job.path.as_path()))?;
     Ok(job.path.parent().map(Path::to_path_buf))
 }
 

@@ -44,6 +44,19 @@ impl StoreFolder {
             ),
         ))
     }
+
+    /// After files were written or renamed at `paths`: where the folder
+    /// was replaced meanwhile they went into the new one, and are taken
+    /// back out of it; the check's answer either way.
+    pub fn check_or_take_back<'p>(&self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
+        let gone = self.check();
+        if gone.is_err() {
+            for path in paths {
+                let _ = fs::remove_file(path);
+            }
+        }
+        gone
+    }
 }
 
 impl FsStore {

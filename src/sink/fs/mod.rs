@@ -34,7 +34,6 @@ use crate::shard::Shard;
 use files::{sync_folder, write_atomically, write_shard, ShardFiles};
 use folders::StoreFolder;
 use lock::StoreLock;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -235,13 +234,10 @@ impl FsStore {
         &self,
         written: impl Iterator<Item = (&'k PathBuf, &'k Result<()>)>,
     ) -> Result<()> {
-        let gone = self.check_folder();
-        if gone.is_err() {
-            for (key, _) in written.filter(|(_, w)| w.is_ok()) {
-                let _ = fs::remove_file(key);
-            }
-        }
-        gone
+        let landed = written
+            .filter(|(_, w)| w.is_ok())
+            .map(|(key, _)| key.as_path());
+        self.folder.check_or_take_back(landed)
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::config::{Config, Plan};
+use std::fs;
 
 /// A store for an unbounded array of 4 x 4 u8 planes, one plane per row.
 fn store(dir: &Path) -> FsStore {
