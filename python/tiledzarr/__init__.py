@@ -24,24 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from . import _native
-from ._errors import (
-    ArrayOverflowError,
-    BackendUnavailableError,
-    ConfigError,
-    FinishedError,
-    GpuError,
-    AccessDeniedError,
-    InternalError,
-    InvalidArgumentError,
-    ObjectStoreError,
-    NullArgumentError,
-    OutOfMemoryError,
-    SinkError,
-    StoreExistsError,
-    StoreIOError,
-    TiledZarrError,
-    WriteTimeoutError,
-)
+from . import _errors
+from ._errors import *  # noqa: F401,F403 (the exceptions, as _errors.__all__ names them)
 from ._config import ConfigLike, _config_json, _json_value
 from ._native import Shard
 from ._recover import Recovery, recover
@@ -61,23 +45,7 @@ __all__ = [
     "Recovery",
     "nvcomp_search_dirs",
     "__version__",
-    "TiledZarrError",
-    "NullArgumentError",
-    "InvalidArgumentError",
-    "ConfigError",
-    "ArrayOverflowError",
-    "FinishedError",
-    "SinkError",
-    "StoreIOError",
-    "StoreExistsError",
-    "BackendUnavailableError",
-    "GpuError",
-    "WriteTimeoutError",
-    "OutOfMemoryError",
-    "InternalError",
-    "ObjectStoreError",
-    "AccessDeniedError",
-]
+] + _errors.__all__
 
 for _dir in nvcomp_search_dirs():
     _native.add_nvcomp_search_dir(_dir)
