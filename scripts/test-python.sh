@@ -15,7 +15,9 @@
 #    ome-writers, useq-schema, pymmcore-plus, yaozarrs, ome-zarr-models
 # 3. the pytest suite (python/tests) run from WORK_DIR, outside the source
 #    tree, against the installed wheel; its S3 test runs moto's server and
-#    the read-back in the test environment of scripts/setup-python.sh
+#    the read-back in the test environment of scripts/setup-python.sh; then
+#    mypy's stubtest on the installed package: the compiled module's stubs
+#    against the module, and the package type-checked
 # 4. the examples examples/python/acquire.py (numpy frames into a store) and
 #    examples/python/plate.py (a plate's fields, interleaved, into one
 #    store), each read back by zarr-python
@@ -42,12 +44,19 @@ rm -rf "$venv"
 "$python" -m venv "$venv"
 (cd "$work" && "$venv/bin/pip" install --disable-pip-version-check --no-input --quiet \
     --only-binary=:all: -c "$repo/scripts/requirements.txt" dist/*.whl numpy zarr tensorstore pytest \
-    ome-writers useq-schema pymmcore-plus yaozarrs ome-zarr-models >&2)
+    ome-writers useq-schema pymmcore-plus yaozarrs ome-zarr-models mypy >&2)
 
 step "pytest python/tests, against the installed wheel"
 (cd "$work" && TZ_HEADER="$repo/include/tiledzarr.h" TZ_MOTO_PYTHON="${TZ_MOTO_PYTHON:-$PY}" \
     "$venv/bin/python" -m pytest -q \
     -p no:cacheprovider "$repo/python/tests")
+
+step "the installed package's types: mypy's stubtest"
+# The stubs of the compiled module against what it holds at run time, and
+# the whole package type-checked as a user's checker reads it (py.typed).
+# PEP 800's @disjoint_base is left out: type checkers older than the
+# pinned mypy do not know it.
+(cd "$work" && "$venv/bin/python" -m mypy.stubtest --ignore-disjoint-bases tiledzarr)
 
 step "examples/python/acquire.py, read back by zarr-python"
 (cd "$work" && "$venv/bin/python" "$repo/examples/python/acquire.py" --frames 96 --size 256 \

@@ -24,8 +24,24 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from . import _native
-from . import _errors
-from ._errors import *  # noqa: F401,F403 (the exceptions, as _errors.__all__ names them)
+from ._errors import (
+    ArrayOverflowError,
+    BackendUnavailableError,
+    ConfigError,
+    FinishedError,
+    GpuError,
+    AccessDeniedError,
+    InternalError,
+    InvalidArgumentError,
+    ObjectStoreError,
+    NullArgumentError,
+    OutOfMemoryError,
+    SinkError,
+    StoreExistsError,
+    StoreIOError,
+    TiledZarrError,
+    WriteTimeoutError,
+)
 from ._config import ConfigLike, _config_json, _json_value
 from ._native import Shard
 from ._recover import Recovery, recover
@@ -45,7 +61,25 @@ __all__ = [
     "Recovery",
     "nvcomp_search_dirs",
     "__version__",
-] + _errors.__all__
+    # The exceptions again, as _errors lists them: mypy and pyright read
+    # only a literal list as the names a package exports.
+    "TiledZarrError",
+    "NullArgumentError",
+    "InvalidArgumentError",
+    "ConfigError",
+    "ArrayOverflowError",
+    "FinishedError",
+    "SinkError",
+    "StoreIOError",
+    "StoreExistsError",
+    "BackendUnavailableError",
+    "GpuError",
+    "WriteTimeoutError",
+    "OutOfMemoryError",
+    "InternalError",
+    "ObjectStoreError",
+    "AccessDeniedError",
+]
 
 for _dir in nvcomp_search_dirs():
     _native.add_nvcomp_search_dir(_dir)

@@ -1,10 +1,22 @@
 """The compiled binding; the public API is the package ``tiledzarr``."""
 
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, final
+
+__all__ = [
+    "__version__",
+    "Stream",
+    "Shard",
+    "estimate_memory",
+    "add_nvcomp_search_dir",
+    "release_cached_memory",
+    "recover",
+]
 
 __version__: str
 
+# Both classes are compiled without subclassing: Python cannot derive from them.
+@final
 class Shard:
     """One complete shard, handed to a Python sink. ``data`` and ``index``
     are read-only memoryviews valid during the sink call only."""
@@ -24,8 +36,11 @@ class Shard:
     @property
     def key(self) -> str: ...
 
+@final
 class Stream:
-    def __init__(self, config_json: str, sink: Optional[Callable[[Shard], Any]] = None) -> None: ...
+    def __new__(
+        cls, config_json: str, sink: Optional[Callable[[Shard], Any]] = None
+    ) -> Stream: ...
     def write(self, data: Any, key: Optional[str] = None) -> int: ...
     def write_all(
         self, data: Any, timeout: Optional[float] = None, key: Optional[str] = None
@@ -53,5 +68,8 @@ class Stream:
     def frame_shape(self, key: Optional[str] = None) -> list[int]: ...
 
 def estimate_memory(config_json: str) -> dict[str, Any]: ...
-def recover(store_path: str | os.PathLike[str]) -> dict[str, int]: ...
-def add_nvcomp_search_dir(dir: str) -> None: ...
+def recover(
+    store_path: str | os.PathLike[str], timeout_s: Optional[int] = None
+) -> dict[str, int]: ...
+def add_nvcomp_search_dir(dir: str | os.PathLike[str]) -> None: ...
+def release_cached_memory() -> int: ...

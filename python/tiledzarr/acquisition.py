@@ -35,7 +35,7 @@ class _AcquisitionOrder:
         self._position_axis = position_axis
         self._index = [0] * len(sizes)
         self._done = False
-        total = 1
+        total: Optional[int] = 1
         for s in self._sizes:
             total = None if s is None or total is None else total * s
         #: Planes in the whole acquisition (None: unbounded).
@@ -59,7 +59,8 @@ class _AcquisitionOrder:
         self.taken += 1
         for i in range(len(idx) - 1, -1, -1):
             idx[i] += 1
-            if self._sizes[i] is None or idx[i] < self._sizes[i]:
+            size = self._sizes[i]
+            if size is None or idx[i] < size:
                 return step
             idx[i] = 0
         self._done = True
@@ -363,14 +364,18 @@ def _settings_of_sequence(
         )
     except NotImplementedError as e:
         raise refuse("this MDASequence", str(e)) from None
-    extra = {} if storage_order is None else {"storage_order": storage_order}
-    return ome_writers.AcquisitionSettings(
-        root_path=os.fspath(path) if path is not None else "",
-        format="ome-zarr",
-        dtype=_numpy().dtype(dtype).name,
+    settings: dict[str, Any] = {
+        "root_path": os.fspath(path) if path is not None else "",
+        "format": "ome-zarr",
+        "dtype": _numpy().dtype(dtype).name,
         **described,
-        **extra,
-    )
+    }
+    if storage_order is not None:
+        settings["storage_order"] = storage_order
+    # Keywords as ome-writers documents them, which its model validates: the
+    # format by name and the conversion's list of dimensions, where its
+    # annotations name a format object and a tuple.
+    return ome_writers.AcquisitionSettings(**settings)
 
 
 def acquisition_layout(
