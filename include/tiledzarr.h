@@ -302,7 +302,7 @@ typedef uint32_t tz_page_cache;
  */
 typedef struct tz_dimension {
   /**
-   * Zarr dimension name; NULL for the default "d<i>".
+   * Zarr dimension name; NULL for the default `"d<i>"`.
    */
   const char *name;
   /**
@@ -1127,7 +1127,7 @@ int32_t tz_recover_with(const char *store_path,
  * after a tz_write that returns 0).
  *
  * A reservation spans the rest of one staging buffer up to where the
- * buffer is handed on (whole epochs, tile[0] planes of dimension 0: a
+ * buffer is handed on (whole epochs, `tile[0]` planes of dimension 0: a
  * stream's first buffers after one epoch, one, two, four..., later ones
  * when full), at most what a bounded array still takes. Staging buffers
  * start on a page boundary, so after writes and commits of whole frames a

@@ -16,7 +16,7 @@ use crate::system::{self, WHEEL_SUBDIRS};
 /// Folders a host application registered with [`add_search_dir`].
 static PREFERRED_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Adds a folder to look for [`FILE_NAMES`] in before the loader's own
+/// Adds a folder to look for `FILE_NAMES` in before the loader's own
 /// search: where the host application knows nvCOMP lies (a Python package
 /// finds the `nvidia-libnvcomp` wheel of its own environment and registers
 /// its folder). An explicit path and [`ENV_LIBRARY`] still come first.

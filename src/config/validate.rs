@@ -175,7 +175,7 @@ fn check_max_latency(ms: Option<u64>) -> Result<std::time::Duration, ConfigError
 pub const MAX_STORE_TIMEOUT_S: u64 = 3600;
 
 /// `timeout_s` seconds as a store's bound on a disk or server that answers
-/// nothing; an error naming `field` out of 1 to [`MAX_STORE_TIMEOUT_S`].
+/// nothing; an error naming `field` out of 1 to `MAX_STORE_TIMEOUT_S`.
 pub fn store_timeout(field: &str, timeout_s: u64) -> Result<std::time::Duration, ConfigError> {
     if !(1..=MAX_STORE_TIMEOUT_S).contains(&timeout_s) {
         return Err(ConfigError::new(

@@ -115,7 +115,7 @@ pub type tz_shard_sink_fn =
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct tz_dimension {
-    /// Zarr dimension name; NULL for the default "d<i>".
+    /// Zarr dimension name; NULL for the default `"d<i>"`.
     pub name: *const c_char,
     /// Extent in elements; 0 on dimension 0 = unbounded (append axis).
     pub size: u64,

@@ -60,7 +60,7 @@ pub fn tasks_per_epoch(layout: &Layout, max_tiles: u64) -> u64 {
 }
 
 /// Epochs whose tasks the workers take from one queue (a group), at most
-/// `most`: an epoch of fewer than [`TASKS_PER_THREAD`] tasks per worker
+/// `most`: an epoch of fewer than `TASKS_PER_THREAD` tasks per worker
 /// would leave workers idle at its end, where they meet (a 2048 x 2048
 /// uint16 frame of 128 x 128 tiles is 16 tasks, a row each: one per
 /// worker on 16 cores).

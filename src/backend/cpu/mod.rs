@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Host memory a CPU stream needs: staging and what its backend holds
-/// for level 0's layout (see [`backend_bytes`]).
+/// for level 0's layout (see `backend_bytes`).
 pub fn plan(v: &Validated) -> MemoryPlan {
     let staging = v.staging_buffers as u64 * v.epochs_per_buffer * v.layout.epoch_bytes();
     MemoryPlan {

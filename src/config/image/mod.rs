@@ -385,7 +385,7 @@ fn attributes(a: &Value) -> Result<Map<String, Value>, ConfigError> {
     }
 }
 
-/// Checks user attributes given after creation (see [`validate`]).
+/// Checks user attributes given after creation (see `validate`).
 pub fn check_attributes(a: &Value) -> Result<Map<String, Value>, ConfigError> {
     attributes(a)
 }

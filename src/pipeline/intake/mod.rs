@@ -53,7 +53,7 @@ pub struct Intake {
 
 /// The free part of a staging buffer, handed to the caller to write into
 /// (`Stream::reserve`, `tz_reserve`); the buffer goes back with
-/// [`Intake::commit`].
+/// `Intake::commit`.
 pub struct Lease {
     array: usize,
     buf: StagingBuffer,

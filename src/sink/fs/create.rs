@@ -26,7 +26,7 @@ impl FsStore {
     ///
     /// The disk's work runs on a thread of its own, so that a disk that
     /// stalls fails the create after `store.timeout_s` (see
-    /// [`on_own_thread`]); a store still made after that is removed.
+    /// `on_own_thread`); a store still made after that is removed.
     pub fn create(plan: &Plan) -> Result<FsStore> {
         let store = plan.store()?;
         let watch = Arc::new(StallWatch::new(

@@ -63,7 +63,7 @@ const STREAMING_PATIENCE: Duration = Duration::from_millis(100);
 const EXTENT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Host memory a folder store holds beyond its shards: the buffers its
-/// threads (one per core up to [`writers::THREADS`], and the delivery
+/// threads (one per core up to `writers::THREADS`, and the delivery
 /// thread) copy shard files through to write them around the page cache.
 /// None for an object store or one whose shard files go through the page
 /// cache.
@@ -312,7 +312,7 @@ impl ShardSink for FsStore {
         docs.iter().try_for_each(|d| self.write_document(d))
     }
 
-    /// Moves a growing array's extent at most every [`EXTENT_INTERVAL`]:
+    /// Moves a growing array's extent at most every `EXTENT_INTERVAL`:
     /// a row in between is covered by the next move (a later row's or
     /// [`ShardSink::tick`]'s), the end or [`ShardSink::abandon`].
     fn progress(&mut self, array: u32, level: u32, planes: u64) -> Result<()> {

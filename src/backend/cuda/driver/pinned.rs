@@ -124,7 +124,7 @@ impl PinnedBuffer {
     }
 
     /// The page-locked bytes behind the buffer (its page alignment's room
-    /// included), as [`allocated`] counts them.
+    /// included), as the driver module's `allocated` counts them.
     pub fn allocated_bytes(&self) -> usize {
         alloc_bytes(self.bytes)
     }
