@@ -13,8 +13,8 @@
 #    zarr-python, tensorstore and pytest pinned as in scripts/requirements.txt,
 #    and what Stream.from_acquisition's tests compare with and validate by:
 #    ome-writers, useq-schema, pymmcore-plus, yaozarrs, ome-zarr-models
-# 3. the pytest suite (python/tests) run from WORK_DIR, outside the source
-#    tree, against the installed wheel; its S3 test runs moto's server and
+# 3. the pytest suite (python/tests), warnings as errors, run from WORK_DIR,
+#    outside the source tree, against the installed wheel; its S3 test runs moto's server and
 #    the read-back in the test environment of scripts/setup-python.sh; then
 #    mypy's stubtest on the installed package: the compiled module's stubs
 #    against the module, and the package type-checked
@@ -46,9 +46,9 @@ rm -rf "$venv"
     --only-binary=:all: -c "$repo/scripts/requirements.txt" dist/*.whl numpy zarr tensorstore pytest \
     ome-writers useq-schema pymmcore-plus yaozarrs ome-zarr-models mypy >&2)
 
-step "pytest python/tests, against the installed wheel"
+step "pytest python/tests, against the installed wheel, warnings as errors"
 (cd "$work" && TZ_HEADER="$repo/include/tiledzarr.h" TZ_MOTO_PYTHON="${TZ_MOTO_PYTHON:-$PY}" \
-    "$venv/bin/python" -m pytest -q \
+    "$venv/bin/python" -m pytest -q -W error \
     -p no:cacheprovider "$repo/python/tests")
 
 step "the installed package's types: mypy's stubtest"

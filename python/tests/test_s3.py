@@ -63,6 +63,8 @@ def moto(monkeypatch, tmp_path):
         server.kill()
         admin.wait()
         server.wait()
+        admin.stdin.close()
+        admin.stdout.close()
         log.close()
 
 
