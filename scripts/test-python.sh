@@ -14,10 +14,11 @@
 #    and what Stream.from_acquisition's tests compare with and validate by:
 #    ome-writers, useq-schema, pymmcore-plus, yaozarrs, ome-zarr-models
 # 3. the pytest suite (python/tests), warnings as errors, run from WORK_DIR,
-#    outside the source tree, against the installed wheel; its S3 test runs moto's server and
-#    the read-back in the test environment of scripts/setup-python.sh; then
-#    mypy's stubtest on the installed package: the compiled module's stubs
-#    against the module, and the package type-checked
+#    outside the source tree, against the installed wheel; its S3 test runs
+#    moto's server and the read-back in the test environment of
+#    scripts/setup-python.sh; then mypy's stubtest on the installed package:
+#    the compiled module's stubs against the module, and the package
+#    type-checked
 # 4. the examples examples/python/acquire.py (numpy frames into a store) and
 #    examples/python/plate.py (a plate's fields, interleaved, into one
 #    store), each read back by zarr-python
