@@ -60,11 +60,6 @@ impl StoreFolder {
 }
 
 impl FsStore {
-    /// The store folder must still be the one created ([`StoreFolder`]).
-    pub(super) fn check_folder(&self) -> Result<()> {
-        self.folder.check()
-    }
-
     /// Creates the folder a shard's file goes in.
     pub(super) fn create_folder_of(&mut self, key: &Path) -> Result<()> {
         match key.parent() {

@@ -130,7 +130,7 @@ impl FsStore {
 
     /// Writes `doc` under the store folder (creating its level folder).
     fn write_document(&mut self, doc: &Document) -> Result<()> {
-        self.check_folder()?;
+        self.folder.check()?;
         let path = self.folder.root.join(&doc.key);
         if let Some(folder) = path.parent() {
             self.create_shard_folder(folder)?;
@@ -142,7 +142,7 @@ impl FsStore {
             self.metadata_patience,
             &self.watch,
         )
-        .map_err(|e| self.check_folder().err().unwrap_or(e))
+        .map_err(|e| self.folder.check().err().unwrap_or(e))
     }
 
     /// Rewrites level `level`'s `zarr.json` for `planes` planes (when that
@@ -208,9 +208,9 @@ impl FsStore {
         if let Some(flusher) = &self.files.flusher {
             flusher
                 .wait()
-                .map_err(|e| self.check_folder().err().unwrap_or(e))?;
+                .map_err(|e| self.folder.check().err().unwrap_or(e))?;
         }
-        self.check_folder()
+        self.folder.check()
     }
 
     /// The path of `shard`'s file.
@@ -244,7 +244,7 @@ impl FsStore {
 impl ShardSink for FsStore {
     fn emit(&mut self, shard: &Shard<'_>) -> Result<()> {
         let _call = self.watch.call();
-        self.check_folder()?;
+        self.folder.check()?;
         let key = self.shard_key(shard);
         let written = self
             .create_folder_of(&key)
@@ -255,7 +255,7 @@ impl ShardSink for FsStore {
 
     fn emit_rows(&mut self, shards: &[Shard<'_>], progress: &dyn ShardProgress) -> Result<()> {
         let _call = self.watch.call();
-        self.check_folder()?;
+        self.folder.check()?;
         // The keys and folders here (the shards of a row share a few
         // folders), the files on the store's threads.
         let mut keys = Vec::new();
@@ -263,7 +263,7 @@ impl ShardSink for FsStore {
         for shard in shards {
             let key = self.shard_key(shard);
             self.create_folder_of(&key)
-                .map_err(|e| self.check_folder().err().unwrap_or(e))?;
+                .map_err(|e| self.folder.check().err().unwrap_or(e))?;
             keys.push(key);
         }
         let files = &self.files;
@@ -371,7 +371,7 @@ impl ShardSink for FsStore {
                 self.update_metadata(a, k, p, Update::Now)?;
             }
         }
-        self.check_folder()
+        self.folder.check()
     }
 }
 
