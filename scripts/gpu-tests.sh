@@ -152,7 +152,7 @@ mkdir -p "$store_dir"
 df -h "$store_dir" | tee "$results/disk.txt"
 bytes="${TZ_PROTOCOL_BYTES:-8GiB}"
 # The peer script and bench/results are found from the working directory.
-cd "$here"
+cd "$here" || exit 1
 for config in ${TZ_PROTOCOL_CONFIGS:-cam-32 cam-64 cam-128 tczyx frames-u8}; do
     check "protocol-$config-discard" "$here/bin/tz-bench" --config "$config" --backend gpu \
         --sink discard --bytes "$bytes" --reps 3 --out "$results/protocol-$config-gpu-discard.json"
@@ -160,7 +160,7 @@ for config in ${TZ_PROTOCOL_CONFIGS:-cam-32 cam-64 cam-128 tczyx frames-u8}; do
         --sink fs --store-dir "$store_dir" --bytes "$bytes" --reps 2 --peers --python "$(command -v python3)" \
         --out "$results/protocol-$config-gpu-fs.json"
 done
-cd - >/dev/null
+cd - >/dev/null || exit 1
 python3 "$here/scripts/bench-table.py" "$results"/protocol-*.json | tee "$results/protocol-table.md"
 fi
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system tools the test suite needs (cmake, pkg-config,
 # valgrind, patchelf: the CMake package's soname without compiling the
-# crate again; and fusepy for Debian's Python: the FUSE file system of
-# tests/disk_stall.rs) where they are missing; Debian/Ubuntu, as root or
-# with sudo.
+# crate again; shellcheck: the project's scripts; and fusepy for Debian's
+# Python: the FUSE file system of tests/disk_stall.rs) where they are
+# missing; Debian/Ubuntu, as root or with sudo.
 set -euo pipefail
 missing=()
-for tool in cmake pkg-config valgrind patchelf; do
+for tool in cmake pkg-config valgrind patchelf shellcheck; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 /usr/bin/python3 -c 'import fusepy' >/dev/null 2>&1 || missing+=(python3-fusepy)

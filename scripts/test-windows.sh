@@ -61,6 +61,7 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
 export WINEPREFIX="$work/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 cargo=(/usr/bin/cargo)
+# shellcheck disable=SC2054 # the comma is part of one -Zbuild-std argument
 build=(-Zbuild-std=std,panic_abort --target "$target" --profile "$profile")
 out="$CARGO_TARGET_DIR/$target/$profile"
 
@@ -94,6 +95,7 @@ declare -A not_under_wine=(
 )
 for t in tests/*.rs; do
     name=$(basename "$t" .rs)
+    # shellcheck disable=SC2076 # a literal match of the name between spaces
     if [[ ! " ${wine_tests[*]} " =~ " $name " && -z "${not_under_wine[$name]:-}" ]]; then
         echo "tests/$name.rs is neither run under Wine nor listed with a reason" >&2
         exit 1

@@ -4,7 +4,8 @@
 #   scripts/test.sh
 #
 # 1. a Python venv with zarr-python and tensorstore (scripts/setup-python.sh)
-# 2. formatting, clippy and rustdoc with warnings as errors
+# 2. formatting, shellcheck of the scripts, clippy and rustdoc with warnings
+#    as errors
 # 3. the generated C header must match the committed include/tiledzarr.h
 # 4. cargo test (property tests, C-API round trips, bad input, the hardening
 #    regressions: configurations under an address-space limit, store
@@ -34,7 +35,7 @@
 #    (built in the background at idle priority from the set-up on, tested
 #    last)
 #
-# Set-up included: cmake, pkg-config and valgrind where missing
+# Set-up included: cmake, pkg-config, valgrind and shellcheck where missing
 # (scripts/setup-tools.sh), the Python venv (scripts/setup-python.sh), the
 # S3 server (scripts/setup-s3-server.sh).
 set -Eeuo pipefail
@@ -129,6 +130,11 @@ unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "shellcheck of the scripts, warnings and errors"
+# The CI entry, the test, set-up, packaging and GPU scripts: an unquoted
+# expansion or an unchecked cd there breaks a run on another machine.
+shellcheck -S warning .ci/run scripts/*.sh
 
 step "cargo clippy --release --workspace --all-targets -- -D warnings"
 # In the release profile, as the builds below: the build scripts' work
