@@ -66,6 +66,18 @@ pub fn lane_staging(v: &Validated, members: usize) -> (u64, usize) {
     (per_buffer, usize::try_from(buffers).unwrap_or(usize::MAX))
 }
 
+/// How many of a lane's staging buffers ([`lane_staging`]) hold what one
+/// buffer of a lone array does (its backend's batch): one for a lane of one
+/// array; for a lane of many, whose buffers are smaller, as many as the
+/// compute thread gathers into one batch. A writer that waits keeps the
+/// pipeline busy with two such batches, not two buffers (see
+/// `intake/free.rs`).
+pub fn lane_batch_buffers(v: &Validated, members: usize) -> usize {
+    let (per_buffer, _) = lane_staging(v, members);
+    let batch = v.epochs_per_buffer.div_ceil(per_buffer.max(1)).max(1);
+    usize::try_from(batch).unwrap_or(usize::MAX)
+}
+
 /// Of a lane's staging buffers ([`lane_staging`]), how many fit in its
 /// backend's staging budget: the lane grows past them only while its
 /// arrays hold so many buffers with partial epochs that the rest cannot
@@ -160,4 +172,44 @@ pub fn estimate(plan: &Plan) -> Result<(BackendKind, MemoryPlan)> {
     }
     let kind = kind.expect("a stream has an array");
     Ok((kind, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StreamConfig;
+
+    /// An array of 256 x 256 uint16 frames in tiles of 32^3 (4 MiB
+    /// epochs) on the CPU backend.
+    fn small_frames() -> Validated {
+        let json = r#"{"dtype": "uint16", "backend": "cpu", "dimensions": [
+            {"name": "t", "size": 0, "tile": 32, "tiles_per_shard": 1},
+            {"name": "y", "size": 256, "tile": 32, "tiles_per_shard": 8},
+            {"name": "x", "size": 256, "tile": 32, "tiles_per_shard": 8}]}"#;
+        let plan = StreamConfig::from_json(json).unwrap().validate().unwrap();
+        plan.arrays.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_batch_of_a_lane_holds_what_a_lone_arrays_buffer_does() {
+        let v = small_frames();
+        assert!(
+            v.epochs_per_buffer > 1,
+            "the case needs buffers of several epochs"
+        );
+        assert_eq!(lane_batch_buffers(&v, 1), 1);
+        for members in [2, 5, 40, 96, 1000] {
+            let (per_buffer, _) = lane_staging(&v, members);
+            let batch = lane_batch_buffers(&v, members) as u64;
+            // The fewest of the lane's buffers that hold a lone array's.
+            assert!(
+                batch * per_buffer >= v.epochs_per_buffer,
+                "{members} arrays"
+            );
+            assert!(
+                (batch - 1) * per_buffer < v.epochs_per_buffer,
+                "{members} arrays"
+            );
+        }
+    }
 }

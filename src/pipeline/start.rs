@@ -5,8 +5,8 @@
 use super::delivery::DeliveryThread;
 use super::intake::{free, rows_held, ArrayIntake, FreeBuffers, Intake, IntakeParts};
 use super::lanes::{
-    delivery_batch_bytes, extra_staging_bytes, frame_metadata_bytes, lane_budget_buffers,
-    lane_staging, Lanes,
+    delivery_batch_bytes, extra_staging_bytes, frame_metadata_bytes, lane_batch_buffers,
+    lane_budget_buffers, lane_staging, Lanes,
 };
 use super::latency;
 use super::pyramid::Pyramid;
@@ -51,6 +51,8 @@ struct LaneParts {
     buffers: usize,
     /// Of those, how many fit in the staging budget.
     budget_buffers: usize,
+    /// How many make one batch of its backend.
+    batch_buffers: usize,
     /// The first staging buffer; the others come from `more_staging`
     /// on a thread of their own once the stream runs.
     staging: StagingBuffer,
@@ -94,6 +96,7 @@ impl Parts {
                 buffer_bytes,
                 buffers,
                 budget_buffers: lane_budget_buffers(v, members),
+                batch_buffers: lane_batch_buffers(v, members),
                 staging,
                 more_staging: (buffers > 1).then_some(alloc),
             });
@@ -224,6 +227,7 @@ impl Parts {
             free_staging.push(
                 FreeBuffers::new(free_rx, Some(growth), lane.buffers - 1)
                     .with_budget(lane.budget_buffers)
+                    .with_batch_buffers(lane.batch_buffers)
                     .with_metrics(shared.clone()),
             );
             free_senders.push(free_tx);

@@ -28,6 +28,13 @@
 //!   nothing in the pipeline but the buffer just handed on): the two run
 //!   at about the same rate, and a buffer ahead absorbs their turns.
 //!
+//! In a lane of several arrays, whose buffers are smaller (each array may
+//! hold one), the compute thread gathers the buffers waiting in the queue
+//! into one batch of the backend; there each count above is of batches
+//! (a lone array's buffer), not of buffers: a time-lapse of 96 positions
+//! on the GPU, a buffer per position's epoch, ran at 0.15 of one stream's
+//! rate with two buffers, one epoch per batch.
+//!
 //! More would not compress the frames sooner, but would cost the faults
 //! of memory that only holds a backlog: on two cores, a fresh process's
 //! first stream of 0.27 GB written at once ran about a tenth slower with
@@ -134,9 +141,9 @@ pub enum Writer {
     Waits,
 }
 
-/// The buffers a waiting writer of one array keeps the pipeline busy
-/// with while one side is the faster: one being filled, one being
-/// compressed.
+/// The batches a waiting writer keeps the pipeline busy with while one
+/// side is the faster: one being filled, one being compressed (for a lone
+/// array, a batch is a buffer).
 const FED_BY_A_WAITING_WRITER: usize = 2;
 
 /// The channel every buffer of the stream comes on (new or given back),
@@ -181,6 +188,9 @@ pub struct FreeBuffers {
     past_budget: bool,
     /// Buffers in the hands of arrays (see [`FreeBuffers::set_held`]).
     held: usize,
+    /// Buffers that make one batch of the lane's backend (see
+    /// `lanes::lane_batch_buffers`).
+    batch_buffers: usize,
     /// How the latest take's writer takes memory.
     writer: Writer,
     /// Which sides a waiting writer's takes saw wait once the pipeline
@@ -225,6 +235,7 @@ impl FreeBuffers {
             had: 1,
             past_budget: false,
             held: 0,
+            batch_buffers: 1,
             writer: Writer::CannotWait,
             writer_waited: false,
             pipeline_waited: false,
@@ -244,6 +255,12 @@ impl FreeBuffers {
     /// [`FreeBuffers::set_held`] allows.
     pub fn with_budget(mut self, budget: usize) -> Self {
         self.budget = budget.max(1);
+        self
+    }
+
+    /// The same, for a lane whose backend's batch takes `buffers` buffers.
+    pub fn with_batch_buffers(mut self, buffers: usize) -> Self {
+        self.batch_buffers = buffers.max(1);
         self
     }
 
@@ -373,7 +390,9 @@ impl FreeBuffers {
     /// The buffers a waiting writer keeps the pipeline busy with (see the
     /// module's comment), besides those other arrays hold.
     fn fed_by_a_waiting_writer(&self) -> usize {
-        FED_BY_A_WAITING_WRITER + usize::from(self.writer_waited && self.pipeline_waited)
+        let batches =
+            FED_BY_A_WAITING_WRITER + usize::from(self.writer_waited && self.pipeline_waited);
+        batches.saturating_mul(self.batch_buffers)
     }
 
     /// When the allocator's thread has ended with buffers asked of it and

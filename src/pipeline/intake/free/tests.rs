@@ -141,6 +141,41 @@ fn a_writer_that_waits_grows_it_only_as_far_as_keeps_the_pipeline_busy() {
     assert_eq!(held.len(), 16, "the whole budget");
 }
 
+#[test]
+fn a_waiting_writer_of_a_lane_of_small_buffers_keeps_two_batches_busy() {
+    // A lane of many arrays whose backend's batch gathers four of its
+    // buffers: a waiting writer holds two batches' worth, not two buffers
+    // (two buffers would make every batch one buffer long).
+    let (pool, free, asked) = pool(16);
+    let mut pool = pool.with_batch_buffers(4);
+    pool.set_writer(Writer::Waits);
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf); // the pipeline is slower: none comes back
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 8, "a batch filled, a batch compressed");
+    // The budget still bounds it.
+    let (pool, free, asked) = pool_of_budget(16, 6);
+    let mut pool = pool.with_batch_buffers(4);
+    pool.set_writer(Writer::Waits);
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(&asked, &free);
+    }
+    assert_eq!(held.len(), 6);
+}
+
+fn pool_of_budget(limit: usize, budget: usize) -> (FreeBuffers, Sender<StagingBuffer>, Orders) {
+    let (pool, free, asked) = pool(limit);
+    (pool.with_budget(budget), free, asked)
+}
+
 /// A waiting writer's pool after `rounds` of: fill the buffer in hand, hand
 /// it on and take the next. In a round of `writer_waits` the pipeline is
 /// still compressing the buffer handed on the round before, and the writer
