@@ -13,6 +13,7 @@
 //!   OME-NGFF validators, ome-zarr-py) when `TZ_ARRAYS_DIR` is set.
 //! * Bad input: an array that does not exist, a full bounded array, a key
 //!   that names no array.
+//! * The staging a writer that waits takes in a stream of many arrays.
 
 mod support;
 
@@ -493,3 +494,6 @@ fn frame_metadata_that_cannot_be_kept_is_refused_and_the_stream_goes_on() {
 
 #[path = "arrays/c_structures.rs"]
 mod c_structures;
+
+#[path = "arrays/staging.rs"]
+mod staging;
