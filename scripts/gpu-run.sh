@@ -68,7 +68,8 @@ TZ_REQUIRE_KERNELS=1 TZ_PY="$PY" scripts/build-wheels.sh --linux-only "$bundle/p
 cp python/bench/bench_numpy.py "$bundle/python/"
 
 mkdir -p "$bundle/scripts"
-cp scripts/bench-peers.py scripts/bench_peers_data.py scripts/bench-table.py scripts/durable-write-probe.py "$bundle/scripts/"
+cp scripts/bench-peers.py scripts/bench_peers_data.py scripts/bench-table.py scripts/durable-write-probe.py \
+    scripts/gpu-ratio.py "$bundle/scripts/"
 cp scripts/gpu-tests.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh"
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -131,10 +131,18 @@ unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "shellcheck of the scripts, warnings and errors"
+step "the scripts: shellcheck (warnings and errors), the GPU script's goal check"
 # The CI entry, the test, set-up, packaging and GPU scripts: an unquoted
 # expansion or an unchecked cd there breaks a run on another machine.
 shellcheck -S warning .ci/run scripts/*.sh
+# The GPU script's goal check (scripts/gpu-ratio.py) on a committed record
+# of 96 positions at 0.90 of one stream: met against 0.8, not against 0.95.
+positions_record=bench/results/2026-11-30-h200-81bf1f6-positions-96-gpu.json
+python3 scripts/gpu-ratio.py positions "$positions_record" 0.8
+if python3 scripts/gpu-ratio.py positions "$positions_record" 0.95; then
+    echo "scripts/gpu-ratio.py passed a ratio below its goal" >&2
+    exit 1
+fi
 
 step "cargo clippy --release --workspace --all-targets -- -D warnings"
 # In the release profile, as the builds below: the build scripts' work
