@@ -2,6 +2,8 @@
 //! a sink becomes an error rather than crossing into the caller, `finish`
 //! is terminal.
 
+mod support;
+
 use std::io::Write;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -98,19 +100,9 @@ fn write_blocking_times_out_with_what_it_took() {
 /// returns. `staging_peak_bytes` is the most staging held at once.
 #[test]
 fn busy_writes_counts_every_call_that_found_staging_full() {
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = Mutex::new(release_rx);
-    // Bounded, so that a failed assertion (the stream dropped while the
-    // sink holds) ends the test instead of hanging it.
-    let sink = move |_: &Shard<'_>| -> tiledzarr::Result<()> {
-        let _ = release_rx
-            .lock()
-            .unwrap()
-            .recv_timeout(std::time::Duration::from_secs(20));
-        Ok(())
-    };
+    let (release_tx, sink) = support::held_sink();
     let config = Config::from_json(SMALL).unwrap();
-    let mut s = Stream::new(&config, Some(Box::new(sink))).unwrap();
+    let mut s = Stream::new(&config, Some(sink)).unwrap();
     let data = [5u8; 48];
     let wait = |ms| Some(std::time::Duration::from_millis(ms));
     // A waiting writer fills staging until it waits out its timeout: the

@@ -1,9 +1,7 @@
 //! The staging a writer that waits takes in a stream of many arrays.
 
-use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 use tiledzarr::config::StreamConfig;
-use tiledzarr::shard::Shard;
 use tiledzarr::Stream;
 
 /// `arrays` positions of 256 x 256 uint16 frames, one frame per epoch and
@@ -26,17 +24,8 @@ fn positions(arrays: usize) -> StreamConfig {
 /// The most staging a waiting writer holds with the pipeline held still
 /// (the sink answers nothing until the writer has waited out its timeout).
 fn staging_a_waiting_writer_takes(arrays: usize) -> u64 {
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = Mutex::new(release_rx);
-    // Bounded, so that a failed assertion ends the test instead of hanging it.
-    let sink = move |_: &Shard<'_>| -> tiledzarr::Result<()> {
-        let _ = release_rx
-            .lock()
-            .unwrap()
-            .recv_timeout(Duration::from_secs(20));
-        Ok(())
-    };
-    let mut s = Stream::create(&positions(arrays), Some(Box::new(sink))).unwrap();
+    let (release_tx, sink) = super::support::held_sink();
+    let mut s = Stream::create(&positions(arrays), Some(sink)).unwrap();
     let frame = vec![3u8; 256 * 256 * 2];
     let mut stalled = false;
     'visits: for _ in 0..1000 {

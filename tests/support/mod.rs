@@ -98,3 +98,23 @@ pub fn store_files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     }
     found
 }
+
+/// A sink that holds the pipeline still: each shard waits until the
+/// returned sender is dropped (or 20 s pass, so that a failed assertion,
+/// which drops the stream while the sink holds, ends the test instead of
+/// hanging it).
+pub fn held_sink() -> (
+    std::sync::mpsc::Sender<()>,
+    Box<dyn tiledzarr::sink::ShardSink>,
+) {
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let sink = move |_: &tiledzarr::shard::Shard<'_>| -> tiledzarr::Result<()> {
+        let _ = release_rx
+            .lock()
+            .unwrap()
+            .recv_timeout(std::time::Duration::from_secs(20));
+        Ok(())
+    };
+    (release_tx, Box::new(sink))
+}

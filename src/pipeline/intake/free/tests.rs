@@ -35,6 +35,25 @@ fn allocate(orders: &Orders, free: &Sender<StagingBuffer>) -> usize {
         .count()
 }
 
+/// `rounds` takes by a writer that keeps every buffer it gets (the
+/// pipeline gives none back), each answered by the allocator: the buffers
+/// it got.
+fn take_and_keep(
+    pool: &mut FreeBuffers,
+    asked: &Orders,
+    free: &Sender<StagingBuffer>,
+    rounds: usize,
+) -> Vec<StagingBuffer> {
+    let mut held = Vec::new();
+    for _ in 0..rounds {
+        if let Some(buf) = pool.try_take().ok().flatten() {
+            held.push(buf);
+        }
+        allocate(asked, free);
+    }
+    held
+}
+
 #[test]
 fn a_writer_that_retries_while_a_buffer_is_on_its_way_asks_for_no_more() {
     let (mut pool, free, asked) = pool(16);
@@ -104,13 +123,8 @@ fn a_writer_that_outruns_the_pipeline_grows_it_to_the_budget_and_no_further() {
 fn a_writer_that_waits_grows_it_only_as_far_as_keeps_the_pipeline_busy() {
     let (mut pool, free, asked) = pool(16);
     pool.set_writer(Writer::Waits);
-    let mut held = Vec::new();
-    for _ in 0..20 {
-        if let Some(buf) = pool.try_take().ok().flatten() {
-            held.push(buf); // the pipeline is slower: none comes back
-        }
-        allocate(&asked, &free);
-    }
+    // The pipeline is slower: none comes back.
+    let mut held = take_and_keep(&mut pool, &asked, &free, 20);
     assert_eq!(held.len(), 2, "one filled, one compressed");
     // Its waits ask for no more either.
     for _ in 0..5 {
@@ -123,21 +137,11 @@ fn a_writer_that_waits_grows_it_only_as_far_as_keeps_the_pipeline_busy() {
     }
     // Two other arrays hold buffers with partial epochs: one more each.
     pool.set_held(2);
-    for _ in 0..20 {
-        if let Some(buf) = pool.try_take().ok().flatten() {
-            held.push(buf);
-        }
-        allocate(&asked, &free);
-    }
+    held.extend(take_and_keep(&mut pool, &asked, &free, 20));
     assert_eq!(held.len(), 4);
     // A writer that cannot wait (a camera's burst) takes the rest.
     pool.set_writer(Writer::CannotWait);
-    for _ in 0..20 {
-        if let Some(buf) = pool.try_take().ok().flatten() {
-            held.push(buf);
-        }
-        allocate(&asked, &free);
-    }
+    held.extend(take_and_keep(&mut pool, &asked, &free, 20));
     assert_eq!(held.len(), 16, "the whole budget");
 }
 
@@ -149,26 +153,13 @@ fn a_waiting_writer_of_a_lane_of_small_buffers_keeps_two_batches_busy() {
     let (pool, free, asked) = pool(16);
     let mut pool = pool.with_batch_buffers(4);
     pool.set_writer(Writer::Waits);
-    let mut held = Vec::new();
-    for _ in 0..40 {
-        if let Some(buf) = pool.try_take().ok().flatten() {
-            held.push(buf); // the pipeline is slower: none comes back
-        }
-        allocate(&asked, &free);
-    }
+    let held = take_and_keep(&mut pool, &asked, &free, 40);
     assert_eq!(held.len(), 8, "a batch filled, a batch compressed");
     // The budget still bounds it.
     let (pool, free, asked) = pool_of_budget(16, 6);
     let mut pool = pool.with_batch_buffers(4);
     pool.set_writer(Writer::Waits);
-    let mut held = Vec::new();
-    for _ in 0..40 {
-        if let Some(buf) = pool.try_take().ok().flatten() {
-            held.push(buf);
-        }
-        allocate(&asked, &free);
-    }
-    assert_eq!(held.len(), 6);
+    assert_eq!(take_and_keep(&mut pool, &asked, &free, 40).len(), 6);
 }
 
 fn pool_of_budget(limit: usize, budget: usize) -> (FreeBuffers, Sender<StagingBuffer>, Orders) {
