@@ -34,9 +34,10 @@
 # ceilings and the peers, TZ_PROTOCOL_BYTES (default 8GiB) per run. python
 # installs the tiledzarr wheel and the nvCOMP wheel (TZ_NVCOMP_WHEEL, or one
 # in bundle/python/) into a virtual environment on the machine's Python (its
-# numpy), then streams cam-32 from numpy with no variable naming nvCOMP and
-# compares with tz-bench on the same frames in the same run
-# (TZ_PYTHON_BYTES, default 8GiB).
+# numpy), then streams cam-32 and a time-lapse of 96 positions from numpy
+# with no variable naming nvCOMP and compares each with tz-bench on the same
+# frames in the same run, failing below 0.9 of it (TZ_PYTHON_BYTES, default
+# 8GiB).
 # GPU tests (the C-API round trips on the GPU backend, GPU-vs-CPU equality,
 # batches compressed in another chunk order, nvCOMP temp-buffer immunity,
 # bad input), compute-sanitizer memcheck and
@@ -167,9 +168,23 @@ python3 "$here/scripts/bench-table.py" "$results"/protocol-*.json | tee "$result
 fi
 
 if wants python; then
-step "Python package: the wheel with nvCOMP's wheel, cam-32 from numpy beside tz-bench"
+step "Python package: the wheel with nvCOMP's wheel, cam-32 and 96 positions from numpy beside tz-bench"
+python_venv="$results/python-venv"
+python_pool="$results/cam-32-pool.raw"
+python_bytes="${TZ_PYTHON_BYTES:-8GiB}"
+# bench_numpy.py in the venv, as a user runs it: nothing names nvCOMP (the
+# package finds the wheel in its environment), and the machine's numpy,
+# which may live where a venv does not look (a user site), by its folder.
+bench_numpy() {
+    local numpy_site
+    numpy_site=$(python3 -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))') || return 1
+    env -u TZ_NVCOMP_LIBRARY LD_LIBRARY_PATH="$ld_library_path_before" \
+        PYTHONPATH="$numpy_site${PYTHONPATH:+:$PYTHONPATH}" \
+        "$python_venv/bin/python" "$here/python/bench_numpy.py" "$results" --raw "$python_pool" \
+        --reps 2 --backend gpu --min-ratio 0.9 --nvcomp-from-environment "$@"
+}
 python_phase() {
-    local nvwheel="${TZ_NVCOMP_WHEEL:-}" venv="$results/python-venv" site bytes="${TZ_PYTHON_BYTES:-8GiB}"
+    local nvwheel="${TZ_NVCOMP_WHEEL:-}" site
     [[ -n "$nvwheel" ]] || nvwheel=$(ls "$here"/python/nvidia_libnvcomp*.whl 2>/dev/null | head -1)
     if [[ ! -f "$nvwheel" ]]; then
         echo "no nvCOMP wheel: set TZ_NVCOMP_WHEEL or put nvidia_libnvcomp_cu13-*.whl in $here/python" >&2
@@ -177,30 +192,28 @@ python_phase() {
     fi
     # A venv on the machine's Python, seeing its numpy; the wheels go in
     # with the machine's pip (no network, no ensurepip needed).
-    rm -rf "$venv"
-    python3 -m venv --system-site-packages --without-pip "$venv" || return 1
-    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    rm -rf "$python_venv"
+    python3 -m venv --system-site-packages --without-pip "$python_venv" || return 1
+    site=$("$python_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
         "$here"/python/tiledzarr-*.whl "$nvwheel" || return 1
     # tz-bench's figure on the same frames: synth_raw writes its cam-32 pool.
-    "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard --bytes "$bytes" --reps 2 \
+    "$here/bin/tz-bench" --config cam-32 --backend gpu --sink discard --bytes "$python_bytes" --reps 2 \
         --no-ceilings --out "$results/python-tz-bench-cam-32.json" || return 1
-    "$here/bin/synth_raw" "$results/cam-32-pool.raw" 64 || return 1
-    # The machine's numpy may live where a venv does not look (a user site):
-    # name its folder.
-    local numpy_site
-    numpy_site=$(python3 -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))') || return 1
-    # Nothing names nvCOMP: the package finds the wheel in its environment.
-    env -u TZ_NVCOMP_LIBRARY LD_LIBRARY_PATH="$ld_library_path_before" \
-        PYTHONPATH="$numpy_site${PYTHONPATH:+:$PYTHONPATH}" \
-        "$venv/bin/python" "$here/python/bench_numpy.py" "$results" --raw "$results/cam-32-pool.raw" \
-        --bytes "$bytes" --reps 2 --backend gpu \
-        --compare "$results/python-tz-bench-cam-32.json" --min-ratio 0.9 --nvcomp-from-environment
-    local rc=$?
-    rm -f "$results/cam-32-pool.raw"
-    return $rc
+    "$here/bin/synth_raw" "$python_pool" 64 || return 1
+    bench_numpy --bytes "$python_bytes" --compare "$results/python-tz-bench-cam-32.json"
+}
+# A time-lapse of 96 positions from Python: `append` waits for staging, so
+# the lane must keep its GPU batches full as tz-bench's waiting writes do.
+python_positions() {
+    [[ -x "$python_venv/bin/python" && -f "$python_pool" ]] || return 1
+    "$here/bin/tz-bench" --config cam-32 --backend gpu --positions 96 --bytes "$python_bytes" --reps 2 \
+        --out "$results/python-tz-bench-positions-96.json" >/dev/null || return 1
+    bench_numpy --positions "$results/python-tz-bench-positions-96.json"
 }
 check python-cam-32 python_phase
+check python-positions-96 python_positions
+rm -f "$python_pool"
 fi
 
 if wants ome; then

@@ -22,6 +22,8 @@
 # 4. the examples examples/python/acquire.py (numpy frames into a store) and
 #    examples/python/plate.py (a plate's fields, interleaved, into one
 #    store), each read back by zarr-python
+# 5. python/bench/bench_numpy.py (the GPU script's Python benchmark) on the
+#    CPU, against a small tz-bench --positions record, and type-checked
 #
 # The wheel's build reuses what the tests built in target/release: it
 # compiles pyo3 and the bindings alone.
@@ -66,3 +68,20 @@ step "examples/python/acquire.py, read back by zarr-python"
 step "examples/python/plate.py, a plate of fields read back by zarr-python"
 (cd "$work" && "$venv/bin/python" "$repo/examples/python/plate.py" --passes 3 --size 256 \
     --backend cpu --out "$work/py-plate.zarr")
+
+step "python/bench/bench_numpy.py on the CPU: cam-32, and a tz-bench --positions record's stream from Python"
+# The GPU script's Python benchmark, run here for what it checks besides
+# speed (every byte appended taken, the record's stream rebuilt and its
+# bytes matched, a wrong record refused); no ratio is asked of two cores.
+tz_bench="$repo/target/release/tz-bench"
+[[ -x "$tz_bench" ]] || { echo "$tz_bench is missing: build it first (cargo build --release)" >&2; exit 1; }
+"$tz_bench" --config cam-32 --backend cpu --positions 4 --bytes 64MiB --reps 1 \
+    --out "$work/tz-bench-positions-4.json" >/dev/null
+bench_numpy=("$venv/bin/python" "$repo/python/bench/bench_numpy.py" "$work/bench-numpy" --backend cpu --pool 4 --reps 1)
+(cd "$work" && "${bench_numpy[@]}" --positions "$work/tz-bench-positions-4.json" --min-ratio 0 >/dev/null)
+(cd "$work" && "${bench_numpy[@]}" --bytes 256MiB >/dev/null)
+if (cd "$work" && "${bench_numpy[@]}" --compare "$work/tz-bench-positions-4.json" 2>/dev/null); then
+    echo "bench_numpy.py took a --positions record for --compare" >&2
+    exit 1
+fi
+"$venv/bin/python" -m mypy --strict "$repo/python/bench/bench_numpy.py"

@@ -5,7 +5,8 @@
 
     python bench_numpy.py OUT_DIR [--raw POOL.raw] [--bytes 8GiB] [--reps 2]
                           [--backend gpu] [--compare TZ_BENCH_RECORD.json --min-ratio 0.9]
-                          [--nvcomp-from-environment]
+                          [--nvcomp-from-environment] [--pool FRAMES]
+                          [--positions TZ_BENCH_POSITIONS_RECORD.json]
 
 The figure is the protocol's (bench/README.md): bytes appended / seconds
 from the first append to the return of flush; GB = 10^9 bytes; best and
@@ -14,9 +15,20 @@ before the clock starts: with ``--raw``, the file ``synth_raw`` writes
 (``synth_raw POOL.raw 64`` is tz-bench's own cam-32 pool, the same bytes);
 otherwise numpy makes microscopy-like frames.
 
-Prints one JSON line and writes it to OUT_DIR/bench-numpy-cam-32.json.
-Exits 1 when ``--backend gpu`` ran on anything but the GPU, or when the
-figure is below ``--min-ratio`` times the tz-bench record's best.
+With ``--positions``, a record of ``tz-bench --positions N`` (which holds
+its stream's configuration): the same time-lapse of N positions from
+Python, ``append(frame, key=...)`` for both channels of every position at
+each time point, as many time points as the record's, each frame of the
+pool in turn; the figure is compared with the record's positions figure
+(``--compare`` is then not needed). ``append`` waits for free staging, as
+``tz-bench``'s ``write_blocking_to`` does: this is the path where a lane
+of many arrays must keep its backend's batches full.
+
+Prints one JSON line and writes it to OUT_DIR/bench-numpy-cam-32.json
+(``--positions``: OUT_DIR/bench-numpy-positions-N.json). Exits 1 when
+``--backend gpu`` ran on anything but the GPU, when a stream did not take
+every byte appended, or when the figure is below ``--min-ratio`` times
+the tz-bench record's best.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +51,7 @@ FRAME = (2048, 2048)
 EPOCH_FRAMES = 32
 
 
-def cam32(backend: str) -> dict:
+def cam32(backend: str) -> dict[str, Any]:
     return {
         "dtype": "uint16",
         "dimensions": [
@@ -91,19 +104,50 @@ def nvcomp_loaded() -> str | None:
     return None
 
 
-def run(config: dict, pool: np.ndarray, frames: int) -> tuple[float, tiledzarr.Metrics]:
+def run(config: dict[str, Any], pool: np.ndarray, keys: list[str | None]) -> tuple[float, int, tiledzarr.Metrics]:
+    """One stream: one append per entry of ``keys`` (None: the stream's
+    only array), each of as many 2048 x 2048 frames of the pool, in turn,
+    as the array's frame holds (a position's frame is both its channels).
+    Returns the seconds, the bytes appended and the stream's metrics."""
     # Stream creation (staging allocated and faulted in) is outside the
     # clock, as in tz-bench.
     stream = tiledzarr.Stream(config, sink=lambda shard: None)
     try:
+        # Views of whole frames of the pool, made before the clock starts.
+        shapes = {k: stream.frame_shape_of(k) for k in set(keys)}
+        views = {}
+        for k, shape in shapes.items():
+            per = int(np.prod(shape)) // (FRAME[0] * FRAME[1])
+            if per < 1 or len(pool) % per or per * FRAME[0] * FRAME[1] != int(np.prod(shape)):
+                raise SystemExit(f"bench_numpy: frames of {shape} do not tile a pool of {len(pool)} frames")
+            views[k] = [pool[j : j + per].reshape(shape) for j in range(0, len(pool), per)]
+        bytes_in = 0
         start = time.perf_counter()
-        for i in range(frames):
-            stream.append(pool[i % len(pool)])
+        for i, key in enumerate(keys):
+            frame = views[key][i % len(views[key])]
+            stream.append(frame, key=key)
+            bytes_in += frame.nbytes
         stream.flush()
         seconds = time.perf_counter() - start
-        return seconds, stream.metrics
+        return seconds, bytes_in, stream.metrics
     finally:
         stream.close()
+
+
+def positions_case(record_path: Path, backend: str) -> tuple[str, dict[str, Any], list[str | None], float, int]:
+    """The stream of a ``tz-bench --positions`` record: its name, its
+    configuration on ``backend``, the key of each append in the order the
+    bench writes them, the record's figure in GB/s and its bytes."""
+    record = json.loads(record_path.read_text())
+    positions = record["positions"]
+    config = dict(positions["configuration"])
+    config["backend"] = backend
+    keys = [a["key"] for a in config["arrays"]]
+    if len(keys) != positions["count"]:
+        raise SystemExit(f"bench_numpy: {record_path} holds {len(keys)} arrays for {positions['count']} positions")
+    # Each append is a position's frame: both its channels.
+    order: list[str | None] = [k for _ in range(positions["time_points"]) for k in keys]
+    return f"positions-{len(keys)}", config, order, positions["gbps"], positions["bytes"]
 
 
 def main() -> int:
@@ -120,10 +164,15 @@ def main() -> int:
         action="store_true",
         help="fail unless nvCOMP was loaded from this Python environment's wheel",
     )
+    p.add_argument("--pool", type=int, default=2 * EPOCH_FRAMES,
+                   help="distinct frames numpy makes when no --raw is given")
+    p.add_argument("--positions", type=Path,
+                   help="a tz-bench --positions record: its stream from Python, compared with it")
     a = p.parse_args()
+    if a.positions and a.compare:
+        p.error("--positions compares with its own record: leave out --compare")
 
     frame_bytes = FRAME[0] * FRAME[1] * 2
-    frames = max(a.bytes // frame_bytes // EPOCH_FRAMES, 1) * EPOCH_FRAMES
     if a.raw:
         pool = np.fromfile(a.raw, np.uint16)
         if pool.size % (FRAME[0] * FRAME[1]):
@@ -131,23 +180,36 @@ def main() -> int:
             return 2
         pool = pool.reshape(-1, *FRAME)
     else:
-        pool = numpy_pool(2 * EPOCH_FRAMES)
+        pool = numpy_pool(max(a.pool, 1))
 
-    config = cam32(a.backend)
-    runs = [run(config, pool, frames) for _ in range(a.reps)]
-    seconds = [s for s, _ in runs]
+    expected_bytes = None
+    if a.positions:
+        name, config, keys, reference, expected_bytes = positions_case(a.positions, a.backend)
+    else:
+        frames = max(a.bytes // frame_bytes // EPOCH_FRAMES, 1) * EPOCH_FRAMES
+        name, config, keys = "cam-32", cam32(a.backend), [None] * frames
+        reference = None
+        if a.compare:
+            bench = json.loads(a.compare.read_text())
+            if "figures" not in bench:
+                p.error(f"{a.compare} is not a record of one stream (a --positions record goes to --positions)")
+            reference = bench["figures"]["best_gbps"]
+    runs = [run(config, pool, keys) for _ in range(a.reps)]
+    seconds = [s for s, _, _ in runs]
     best = min(seconds)
-    metrics = runs[seconds.index(best)][1]
-    record = {
+    appended = runs[0][1]
+    metrics = runs[seconds.index(best)][2]
+    record: dict[str, Any] = {
         "tool": f"bench_numpy (tiledzarr {tiledzarr.__version__}, numpy {np.__version__}, "
         f"Python {sys.version.split()[0]})",
-        "configuration": "cam-32",
+        "configuration": name,
         "data": f"{a.raw} ({len(pool)} frames)" if a.raw else f"numpy microscopy ({len(pool)} frames)",
-        "frames": frames,
-        "bytes": frames * frame_bytes,
+        "frames": appended // frame_bytes,
+        "appends": len(keys),
+        "bytes": appended,
         "seconds": seconds,
-        "best_gbps": frames * frame_bytes / best / 1e9,
-        "median_gbps": frames * frame_bytes / statistics.median(seconds) / 1e9,
+        "best_gbps": appended / best / 1e9,
+        "median_gbps": appended / statistics.median(seconds) / 1e9,
         "compression_ratio": metrics.compression_ratio,
         "backend": metrics.backend,
         "backend_reason": metrics.backend_reason,
@@ -157,15 +219,18 @@ def main() -> int:
     failures = []
     if a.backend == "gpu" and metrics.backend != "gpu":
         failures.append(f"metrics.backend is {metrics.backend!r}, not 'gpu'")
+    if expected_bytes is not None and appended != expected_bytes:
+        failures.append(f"appended {appended} bytes, the record's stream {expected_bytes}")
+    for _, sent, m in runs:
+        if m.bytes_in != sent:
+            failures.append(f"a stream took {m.bytes_in} bytes of the {sent} appended")
     if a.nvcomp_from_environment:
         loaded = record["nvcomp_library"] or ""
         dirs = tiledzarr.nvcomp_search_dirs()
         record["nvcomp_search_dirs"] = dirs
         if not any(loaded.startswith(os.path.realpath(d) + os.sep) for d in dirs):
             failures.append(f"nvCOMP was loaded from {loaded or 'nowhere'}, not from {dirs}")
-    if a.compare:
-        bench = json.loads(a.compare.read_text())
-        reference = bench["figures"]["best_gbps"]
+    if reference is not None:
         record["tz_bench_best_gbps"] = reference
         record["over_tz_bench"] = record["best_gbps"] / reference
         if record["over_tz_bench"] < a.min_ratio:
@@ -177,7 +242,7 @@ def main() -> int:
     line = json.dumps(record)
     print(line)
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    (a.out_dir / "bench-numpy-cam-32.json").write_text(line + "\n")
+    (a.out_dir / f"bench-numpy-{name}.json").write_text(line + "\n")
     for f in failures:
         print(f"bench_numpy: {f}", file=sys.stderr)
     return 1 if failures else 0
