@@ -206,7 +206,10 @@ python_phase() {
 # A time-lapse of 96 positions from Python: `append` waits for staging, so
 # the lane must keep its GPU batches full as tz-bench's waiting writes do.
 python_positions() {
-    [[ -x "$python_venv/bin/python" && -f "$python_pool" ]] || return 1
+    if [[ ! -x "$python_venv/bin/python" || ! -f "$python_pool" ]]; then
+        echo "python-cam-32 left no venv or frame pool to stream from" >&2
+        return 1
+    fi
     "$here/bin/tz-bench" --config cam-32 --backend gpu --positions 96 --bytes "$python_bytes" --reps 2 \
         --out "$results/python-tz-bench-positions-96.json" >/dev/null || return 1
     bench_numpy --positions "$results/python-tz-bench-positions-96.json"

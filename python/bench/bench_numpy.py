@@ -17,9 +17,9 @@ otherwise numpy makes microscopy-like frames.
 
 With ``--positions``, a record of ``tz-bench --positions N`` (which holds
 its stream's configuration): the same time-lapse of N positions from
-Python, ``append(frame, key=...)`` for both channels of every position at
-each time point, as many time points as the record's, each frame of the
-pool in turn; the figure is compared with the record's positions figure
+Python, one ``append(frame, key=...)`` per position at each time point
+(its frame is both channels), as many time points as the record's, the
+pool's frames in turn; the figure is compared with the record's positions figure
 (``--compare`` is then not needed). ``append`` waits for free staging, as
 ``tz-bench``'s ``write_blocking_to`` does: this is the path where a lane
 of many arrays must keep its backend's batches full.
