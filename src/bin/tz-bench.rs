@@ -184,6 +184,7 @@ fn measure(
 
     let mut device = record::device();
     device.load_before = record::load_average();
+    let cpu_before = record::cpu_times();
     let mut progress = Progress::new();
     if o.ingest == args::Ingest::Dma {
         eprintln!("tz-bench: writing the frames into reservations (untimed)");
@@ -293,6 +294,9 @@ fn measure(
         failed |= p["status"] == "failed";
     }
     device.load_after = record::load_average();
+    device.steal_fraction = cpu_before
+        .zip(record::cpu_times())
+        .and_then(|(before, after)| record::steal_since(before, after));
     if best.summary.backend == BackendKind::Gpu {
         (device.gpu, device.gpu_driver) = record::gpu(v.config.device);
     }

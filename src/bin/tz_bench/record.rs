@@ -49,6 +49,11 @@ pub struct Device {
     /// makes figures noisy.
     pub load_before: Option<f64>,
     pub load_after: Option<f64>,
+    /// The share of the machine's CPU time its hypervisor gave to others
+    /// ("steal" in `/proc/stat`) from before the first run to after the
+    /// last: a virtual machine's neighbours make its memory copies and its
+    /// cores slower in a way the load average does not show.
+    pub steal_fraction: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -228,6 +233,7 @@ pub fn device() -> Device {
         gpu_driver: None,
         load_before: None,
         load_after: None,
+        steal_fraction: None,
     }
 }
 
@@ -281,6 +287,42 @@ pub fn load_average() -> Option<f64> {
         .ok()
 }
 
+/// The machine's CPU time so far, in clock ticks: all of it and the part
+/// its hypervisor gave to others (the first line of `/proc/stat`).
+#[derive(Debug, Clone, Copy)]
+pub struct CpuTimes {
+    total: u64,
+    steal: u64,
+}
+
+pub fn cpu_times() -> Option<CpuTimes> {
+    parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// `cpu  user nice system idle iowait irq softirq steal guest guest_nice`:
+/// the total is the first eight (guest time is inside user time).
+fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    (ticks.len() == 8).then(|| CpuTimes {
+        total: ticks.iter().sum(),
+        steal: ticks[7],
+    })
+}
+
+/// The share of the CPU time since `before` that was stolen.
+pub fn steal_since(before: CpuTimes, after: CpuTimes) -> Option<f64> {
+    let total = after.total.checked_sub(before.total)?;
+    let steal = after.steal.checked_sub(before.steal)?;
+    (total > 0).then(|| steal as f64 / total as f64)
+}
+
 /// The current UTC time as ISO 8601 (`2025-01-31T12:34:56Z`) and in the
 /// basic form for file names (`20250131T123456Z`).
 pub fn now_utc() -> (String, String) {
@@ -329,6 +371,27 @@ mod tests {
         let err = check_file(&dir.join("sub")).unwrap_err();
         assert!(err.contains("sub"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stolen_cpu_time() {
+        let stat = |user: u64, steal: u64, guest: u64| {
+            format!("cpu  {user} 0 50 800 10 0 5 {steal} {guest} 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+        };
+        let before = parse_cpu_times(&stat(100, 0, 7)).unwrap();
+        let after = parse_cpu_times(&stat(160, 40, 37)).unwrap();
+        // 100 ticks passed (60 of user time, 40 stolen); the 30 of guest
+        // time are inside user time and not counted again.
+        assert_eq!(steal_since(before, after), Some(0.4));
+        assert_eq!(steal_since(before, before), None, "no time passed");
+        assert_eq!(steal_since(after, before), None, "a counter went back");
+        assert!(parse_cpu_times("cpu  1 2 3\n").is_none(), "too few fields");
+        assert!(
+            parse_cpu_times("cpu0 1 2 3 4 5 6 7 8\n").is_none(),
+            "no summary line"
+        );
+        let here = cpu_times().expect("/proc/stat on Linux");
+        assert!(here.steal <= here.total);
     }
 
     #[test]

@@ -43,9 +43,15 @@ pub fn render(r: &Record) -> String {
         let _ = writeln!(t, "store    under {dir} ({fs})");
     }
     let load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
+    let steal = r.device.steal_fraction.map_or(String::new(), |f| {
+        format!(
+            "; {:.1}% of the CPU time stolen by the hypervisor",
+            f * 100.0
+        )
+    });
     let _ = writeln!(
         t,
-        "machine  {}, {} cores; load average {} before, {} after",
+        "machine  {}, {} cores; load average {} before, {} after{steal}",
         r.device.cpu,
         r.device.cores,
         load(r.device.load_before),
