@@ -150,21 +150,16 @@ fn a_waiting_writer_of_a_lane_of_small_buffers_keeps_two_batches_busy() {
     // A lane of many arrays whose backend's batch gathers four of its
     // buffers: a waiting writer holds two batches' worth, not two buffers
     // (two buffers would make every batch one buffer long).
-    let (pool, free, asked) = pool(16);
-    let mut pool = pool.with_batch_buffers(4);
-    pool.set_writer(Writer::Waits);
-    let held = take_and_keep(&mut pool, &asked, &free, 40);
+    let (lane, free, asked) = pool(16);
+    let mut lane = lane.with_batch_buffers(4);
+    lane.set_writer(Writer::Waits);
+    let held = take_and_keep(&mut lane, &asked, &free, 40);
     assert_eq!(held.len(), 8, "a batch filled, a batch compressed");
     // The budget still bounds it.
-    let (pool, free, asked) = pool_of_budget(16, 6);
-    let mut pool = pool.with_batch_buffers(4);
-    pool.set_writer(Writer::Waits);
-    assert_eq!(take_and_keep(&mut pool, &asked, &free, 40).len(), 6);
-}
-
-fn pool_of_budget(limit: usize, budget: usize) -> (FreeBuffers, Sender<StagingBuffer>, Orders) {
-    let (pool, free, asked) = pool(limit);
-    (pool.with_budget(budget), free, asked)
+    let (bounded, free, asked) = pool(16);
+    let mut bounded = bounded.with_budget(6).with_batch_buffers(4);
+    bounded.set_writer(Writer::Waits);
+    assert_eq!(take_and_keep(&mut bounded, &asked, &free, 40).len(), 6);
 }
 
 /// A waiting writer's pool after `rounds` of: fill the buffer in hand, hand
